@@ -1,0 +1,25 @@
+//! Wire types that cross a process boundary in temper, each documented as a contract: who
+//! produces it, who consumes it, and what must hold.
+//!
+//! This crate is the bottom of the dependency graph. It holds plain serde types and the pure
+//! helpers that keep them consistent; it must not depend on any other temper crate, perform I/O,
+//! or know about models, environments or sandboxes beyond the shape of the data they exchange.
+//!
+//! Every top-level record that is written to disk or sent between processes carries
+//! [`SCHEMA_VERSION`] so a reader can refuse data it does not understand.
+
+pub mod chat;
+pub mod exec;
+pub mod rollout;
+pub mod sampling;
+
+pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
+pub use exec::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+pub use rollout::{Rollout, RolloutError, StopReason, Timings, TokenTrace};
+pub use sampling::{FinishReason, SamplingParams, Usage};
+
+/// Version of the wire schema of the records in this crate.
+///
+/// Producers write it; consumers refuse a record whose version is greater than the one they were
+/// built with. Bump it when a field changes meaning or a required field is added.
+pub const SCHEMA_VERSION: u32 = 1;

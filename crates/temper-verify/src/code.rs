@@ -1,0 +1,135 @@
+//! Code tests, through the [`CodeRunner`] trait.
+//!
+//! This module never runs code itself: it asks a `CodeRunner` to, and compares what came back.
+//! The sandbox crate provides the real runner; tests use fakes or the unsandboxed local runner.
+
+use async_trait::async_trait;
+use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+
+/// Why a runner could not run a program at all (as opposed to the program failing).
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The runner does not support this language on this machine.
+    #[error("language {0:?} is not available to this code runner")]
+    UnsupportedLanguage(Language),
+    /// The runner's backend failed (sandbox daemon unreachable, pool exhausted, ...).
+    #[error("code runner failed: {0}")]
+    Backend(String),
+}
+
+/// Something that runs untrusted code and reports how it went.
+///
+/// Implementations must enforce the request's limits and must report a program's own failures
+/// in [`RunResult::status`], keeping `Err` for failures of the runner itself.
+#[async_trait]
+pub trait CodeRunner: Send + Sync + std::fmt::Debug {
+    /// Whether programs are isolated from the host. Only a sandbox may return `true`.
+    fn is_sandboxed(&self) -> bool;
+
+    /// Runs one program.
+    async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError>;
+
+    /// Runs one program against each test case, stopping at the first failure when
+    /// `stop_on_failure` is set. Runners that can compile once should override this.
+    async fn run_tests(
+        &self,
+        language: Language,
+        code: &str,
+        tests: &[TestCase],
+        limits: Limits,
+        stop_on_failure: bool,
+    ) -> Result<Vec<TestOutcome>, RunnerError> {
+        let mut outcomes = Vec::with_capacity(tests.len());
+        for test in tests {
+            let request = RunRequest {
+                language,
+                code: code.to_owned(),
+                stdin: test.stdin.clone(),
+                limits,
+            };
+            let result = self.run(request).await?;
+            let outcome = TestOutcome::judge(test, result);
+            let failed = !outcome.passed;
+            outcomes.push(outcome);
+            if failed && stop_on_failure {
+                break;
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+/// One test case's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestOutcome {
+    /// Exit 0 and the expected output.
+    pub passed: bool,
+    /// What the runner reported.
+    pub result: RunResult,
+}
+
+impl TestOutcome {
+    /// Passed means status `ok` and [`outputs_match`].
+    pub fn judge(test: &TestCase, result: RunResult) -> Self {
+        let passed = result.status == RunStatus::Ok && outputs_match(&test.expected_stdout, &result.stdout);
+        Self { passed, result }
+    }
+}
+
+/// Compares program output line by line, ignoring trailing whitespace on each line and trailing
+/// empty lines; `\r\n` equals `\n`.
+pub fn outputs_match(expected: &str, actual: &str) -> bool {
+    fn lines(s: &str) -> Vec<&str> {
+        let mut v: Vec<&str> = s.lines().map(str::trim_end).collect();
+        while v.last().is_some_and(|l| l.is_empty()) {
+            v.pop();
+        }
+        v
+    }
+    lines(expected) == lines(actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Echo;
+
+    #[async_trait]
+    impl CodeRunner for Echo {
+        fn is_sandboxed(&self) -> bool {
+            false
+        }
+        async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError> {
+            // "Runs" a program that prints its stdin back, or fails when the code says so.
+            let mut result = RunResult::internal_error("");
+            result.status = if request.code == "fail" { RunStatus::RuntimeError } else { RunStatus::Ok };
+            result.stdout = request.stdin;
+            Ok(result)
+        }
+    }
+
+    #[test]
+    fn output_comparison() {
+        assert!(outputs_match("1\n2\n", "1  \r\n2\n\n"));
+        assert!(!outputs_match("1\n2", "1\n3"));
+        assert!(!outputs_match(" 1", "1"));
+    }
+
+    #[tokio::test]
+    async fn default_run_tests_stops_on_failure() {
+        let tests = vec![
+            TestCase { stdin: "a".into(), expected_stdout: "a".into() },
+            TestCase { stdin: "b".into(), expected_stdout: "c".into() },
+            TestCase { stdin: "d".into(), expected_stdout: "d".into() },
+        ];
+        let all = Echo.run_tests(Language::Python, "x", &tests, Limits::default(), false).await;
+        let passed: Vec<bool> = all.expect("run").iter().map(|o| o.passed).collect();
+        assert_eq!(passed, [true, false, true]);
+        let early = Echo.run_tests(Language::Python, "x", &tests, Limits::default(), true).await;
+        assert_eq!(early.expect("run").len(), 2);
+        let failing = Echo.run_tests(Language::Python, "fail", &tests, Limits::default(), true).await;
+        assert!(!failing.expect("run")[0].passed);
+    }
+}

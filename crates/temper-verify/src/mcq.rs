@@ -1,0 +1,72 @@
+//! Multiple-choice letters: which option a completion chose.
+
+use crate::extract::strip_think;
+
+/// The option letter a completion chose among `n_options` (`A`, `B`, ...), or `None`.
+///
+/// Only an uppercase letter standing alone (not part of a word) counts. In order of preference:
+/// the first such letter after the last "answer" (any case: "Answer: C", "the answer is (C)");
+/// a completion that is nothing but the letter ("C", "(C)", "**C.**"); the last letter written
+/// as "(C)" or "**C**". Reasoning in think blocks is ignored. Anything else is `None`, so prose
+/// such as "A good start" is never read as a choice.
+pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
+    let text = strip_think(completion);
+    let last = char::from(b'A' + n_options.clamp(1, 26) as u8 - 1);
+    let valid = |c: char| c.is_ascii_uppercase() && c <= last;
+    let bytes = text.as_bytes();
+    let standalone: Vec<(usize, char)> = text
+        .char_indices()
+        .filter(|&(i, c)| {
+            valid(c)
+                && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+                && bytes.get(i + 1).is_none_or(|b| !b.is_ascii_alphanumeric())
+        })
+        .collect();
+
+    if let Some(marker) = text.to_ascii_lowercase().rfind("answer") {
+        if let Some(&(_, c)) = standalone.iter().find(|(i, _)| *i > marker) {
+            return Some(c);
+        }
+    }
+    let bare = text.trim().trim_matches(|c: char| "*()[].:_ `".contains(c));
+    let mut chars = bare.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        if valid(c) {
+            return Some(c);
+        }
+    }
+    standalone
+        .iter()
+        .rev()
+        .find(|&&(i, _)| {
+            let before = &text[..i];
+            let after = &text[i + 1..];
+            (before.ends_with('(') && after.starts_with(')'))
+                || (before.ends_with("**") && after.starts_with("**"))
+        })
+        .map(|&(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_table() {
+        let cases = [
+            ("Answer: C", Some('C')),
+            ("the answer is (B).", Some('B')),
+            ("B", Some('B')),
+            ("**D.**", Some('D')),
+            ("I think (A) is wrong, so (C)", Some('C')),
+            ("A good start, but unsure", None),
+            ("Answer: Z", None),
+            ("<think>maybe (A)</think>Answer: B", Some('B')),
+            ("E", None),
+            ("The final ANSWER: **b** or D", Some('D')),
+        ];
+        for (input, want) in cases {
+            assert_eq!(extract_letter(input, 4), want, "{input:?}");
+        }
+    }
+}
