@@ -140,8 +140,7 @@ impl TokenTrace {
         if let Some(m) = self.completion_mask.iter().find(|&&m| m > 1) {
             return Err(format!("completion_mask holds {m}; only 0 and 1 are allowed"));
         }
-        if let Some(lp) = self.completion_logprobs.iter().find(|lp| !lp.is_finite() || **lp > 0.0)
-        {
+        if let Some(lp) = self.completion_logprobs.iter().find(|lp| !lp.is_finite() || **lp > 0.0) {
             return Err(format!("completion_logprobs holds {lp}; logprobs are finite and <= 0"));
         }
         Ok(())
@@ -172,6 +171,9 @@ mod tests {
     #[test]
     fn stop_reason_serialises_snake_case() {
         assert_eq!(serde_json::to_string(&StopReason::MaxTurns).expect("ser"), "\"max_turns\"");
-        assert_eq!(serde_json::to_string(&StopReason::TokenBudget).expect("ser"), "\"token_budget\"");
+        assert_eq!(
+            serde_json::to_string(&StopReason::TokenBudget).expect("ser"),
+            "\"token_budget\""
+        );
     }
 }

@@ -41,12 +41,8 @@ pub trait CodeRunner: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<TestOutcome>, RunnerError> {
         let mut outcomes = Vec::with_capacity(tests.len());
         for test in tests {
-            let request = RunRequest {
-                language,
-                code: code.to_owned(),
-                stdin: test.stdin.clone(),
-                limits,
-            };
+            let request =
+                RunRequest { language, code: code.to_owned(), stdin: test.stdin.clone(), limits };
             let result = self.run(request).await?;
             let outcome = TestOutcome::judge(test, result);
             let failed = !outcome.passed;
@@ -71,7 +67,8 @@ pub struct TestOutcome {
 impl TestOutcome {
     /// Passed means status `ok` and [`outputs_match`].
     pub fn judge(test: &TestCase, result: RunResult) -> Self {
-        let passed = result.status == RunStatus::Ok && outputs_match(&test.expected_stdout, &result.stdout);
+        let passed =
+            result.status == RunStatus::Ok && outputs_match(&test.expected_stdout, &result.stdout);
         Self { passed, result }
     }
 }
@@ -104,7 +101,8 @@ mod tests {
         async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError> {
             // "Runs" a program that prints its stdin back, or fails when the code says so.
             let mut result = RunResult::internal_error("");
-            result.status = if request.code == "fail" { RunStatus::RuntimeError } else { RunStatus::Ok };
+            result.status =
+                if request.code == "fail" { RunStatus::RuntimeError } else { RunStatus::Ok };
             result.stdout = request.stdin;
             Ok(result)
         }
@@ -129,7 +127,8 @@ mod tests {
         assert_eq!(passed, [true, false, true]);
         let early = Echo.run_tests(Language::Python, "x", &tests, Limits::default(), true).await;
         assert_eq!(early.expect("run").len(), 2);
-        let failing = Echo.run_tests(Language::Python, "fail", &tests, Limits::default(), true).await;
+        let failing =
+            Echo.run_tests(Language::Python, "fail", &tests, Limits::default(), true).await;
         assert!(!failing.expect("run")[0].passed);
     }
 }

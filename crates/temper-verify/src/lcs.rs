@@ -47,7 +47,8 @@ pub fn lcs_len(a: &str, b: &str) -> usize {
         .iter()
         .enumerate()
         .map(|(i, &w)| {
-            let valid = if i == words - 1 && tail_bits != 0 { (1u64 << tail_bits) - 1 } else { u64::MAX };
+            let valid =
+                if i == words - 1 && tail_bits != 0 { (1u64 << tail_bits) - 1 } else { u64::MAX };
             (!w & valid).count_ones() as usize
         })
         .sum();
@@ -100,7 +101,9 @@ mod tests {
         // A small LCG keeps this test free of dependencies and deterministic.
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move |n: u64| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) % n
         };
         for _ in 0..300 {

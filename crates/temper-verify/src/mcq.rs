@@ -23,17 +23,17 @@ pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
         })
         .collect();
 
-    if let Some(marker) = text.to_ascii_lowercase().rfind("answer") {
-        if let Some(&(_, c)) = standalone.iter().find(|(i, _)| *i > marker) {
-            return Some(c);
-        }
+    if let Some(marker) = text.to_ascii_lowercase().rfind("answer")
+        && let Some(&(_, c)) = standalone.iter().find(|(i, _)| *i > marker)
+    {
+        return Some(c);
     }
     let bare = text.trim().trim_matches(|c: char| "*()[].:_ `".contains(c));
     let mut chars = bare.chars();
-    if let (Some(c), None) = (chars.next(), chars.next()) {
-        if valid(c) {
-            return Some(c);
-        }
+    if let (Some(c), None) = (chars.next(), chars.next())
+        && valid(c)
+    {
+        return Some(c);
     }
     standalone
         .iter()

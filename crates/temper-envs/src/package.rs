@@ -1,0 +1,495 @@
+//! Environment packages: a folder with `environment.toml` at its root.
+//!
+//! ```toml
+//! [environment]
+//! name = "my-env"               # ^[a-z0-9][a-z0-9-]{1,63}$
+//! version = "0.1.0"             # semver
+//! description = "..."
+//!
+//! [dataset]
+//! train = "data/train.jsonl"    # .jsonl or .parquet, relative to the folder
+//! eval = "data/eval.jsonl"      # optional; else eval_fraction of train is held out
+//! # generator = "reverse-text"  # or a built-in environment's generator instead of files
+//! # seed = 0, train_size, eval_size, eval_fraction = 0.1
+//!
+//! [env]
+//! kind = "single_turn"          # single_turn | multi_turn | tool | external
+//! system_prompt = "..."
+//! parser = "xml:answer"         # raw | boxed | code | xml:<field> | marker:<text>
+//! max_turns = 1                 # multi_turn, tool and external
+//! max_completion_tokens = 4096  # optional budget over all turns
+//! timeout_s = 600               # optional wall-clock limit per rollout
+//! tools = ["calculator"]        # tool: built-in tools
+//! respond = "env/respond.py"    # multi_turn: the script that answers each turn, run in the sandbox
+//! command = ["python3", "env.py"]  # external: the process speaking the JSON-lines protocol
+//!
+//! [[rubric]]
+//! reward = "exact_match"        # a built-in reward function (see `rewards`)
+//! weight = 1.0
+//! ```
+//!
+//! A `multi_turn` package's `respond` script reads `{"example", "completion", "turn"}` as JSON on
+//! stdin and prints `{"messages": [...], "done": bool}` (or `{"message": "text", "done": bool}`);
+//! it runs through the code runner, so untrusted environment logic stays in the sandbox. An
+//! `external` package's rubric defaults to the process's own `score`; name it explicitly as
+//! `reward = "external"` to combine it with others.
+//!
+//! The content hash ([`content_hash`]) is shared by every tool that hashes a package.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus};
+
+use crate::external::{External, ExternalProcess, ExternalScore};
+use crate::rewards::{self, RewardSpec, SpecSource};
+use crate::rollout::{Interaction, RolloutState, SingleTurn, Step};
+use crate::rubric::{RewardFn, RubricEntry, Services};
+use crate::tools::{BUILTIN_TOOLS, ToolUse, builtin_tool};
+use crate::{
+    DataSource, EnvError, EnvInfo, Environment, LoadOptions, Parser, Rubric, TurnLimits, registry,
+};
+
+/// The manifest file's name.
+pub const MANIFEST: &str = "environment.toml";
+/// Folders and files that are never part of a package.
+pub const IGNORED: &[&str] = &[".git", "__pycache__", ".temper", ".DS_Store", ".venv"];
+
+/// `environment.toml`, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Identity.
+    pub environment: ManifestEnvironment,
+    /// Data.
+    #[serde(default)]
+    pub dataset: Option<ManifestDataset>,
+    /// Interaction.
+    #[serde(default)]
+    pub env: ManifestEnv,
+    /// Reward functions.
+    #[serde(default)]
+    pub rubric: Vec<RewardSpec>,
+}
+
+/// `[environment]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestEnvironment {
+    /// Package name.
+    pub name: String,
+    /// Semantic version.
+    pub version: String,
+    /// One line on what it is.
+    #[serde(default)]
+    pub description: String,
+    /// SPDX license.
+    #[serde(default)]
+    pub license: Option<String>,
+    /// Search tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// `[dataset]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestDataset {
+    /// Train file.
+    pub train: Option<String>,
+    /// Eval file.
+    pub eval: Option<String>,
+    /// A built-in environment whose generator makes the data.
+    pub generator: Option<String>,
+    /// Seed of the generator or of the held-out split.
+    pub seed: Option<u64>,
+    /// Generated train examples.
+    pub train_size: Option<usize>,
+    /// Generated eval examples.
+    pub eval_size: Option<usize>,
+    /// Fraction of the train file held out when there is no eval file.
+    pub eval_fraction: Option<f64>,
+}
+
+/// `[env]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestEnv {
+    /// `single_turn`, `multi_turn`, `tool` or `external`.
+    pub kind: Option<String>,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+    /// Parser.
+    pub parser: Option<String>,
+    /// Turn limit.
+    pub max_turns: Option<u32>,
+    /// Completion-token budget.
+    pub max_completion_tokens: Option<u64>,
+    /// Wall-clock limit per rollout in seconds.
+    pub timeout_s: Option<f64>,
+    /// Built-in tools (kind `tool`).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Turn script (kind `multi_turn`).
+    pub respond: Option<String>,
+    /// Process command (kind `external`).
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+/// Whether `name` is a valid package name.
+pub fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    (2..=64).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// The files of a package, as (relative path with `/` separators, full path), sorted by relative
+/// path. Refuses symbolic links and anything that is not a regular file or folder.
+pub fn package_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, EnvError> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), EnvError> {
+        for entry in fs::read_dir(dir).map_err(|e| EnvError::io(dir, e))? {
+            let entry = entry.map_err(|e| EnvError::io(dir, e))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            if IGNORED.iter().any(|i| name == *i) {
+                continue;
+            }
+            let kind = entry.file_type().map_err(|e| EnvError::io(&path, e))?;
+            if kind.is_dir() {
+                walk(root, &path, out)?;
+            } else if kind.is_file() {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                let rel: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.push((rel.join("/"), path));
+            } else {
+                return Err(EnvError::Dataset {
+                    path,
+                    line: None,
+                    message: "packages may hold only regular files and folders (no symbolic links or devices)".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+/// SHA-256 (hex) of a package: over its files sorted by relative path, each contributing its
+/// path's UTF-8 bytes, a 0 byte, its length as 8 little-endian bytes, and its bytes.
+pub fn content_hash(dir: &Path) -> Result<String, EnvError> {
+    let mut h = Sha256::new();
+    for (rel, full) in package_files(dir)? {
+        let bytes = fs::read(&full).map_err(|e| EnvError::io(&full, e))?;
+        h.update(rel.as_bytes());
+        h.update([0]);
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Reads and validates `dir/environment.toml`.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, EnvError> {
+    let path = dir.join(MANIFEST);
+    let text = fs::read_to_string(&path).map_err(|e| EnvError::io(&path, e))?;
+    let manifest: Manifest = toml::from_str(&text)
+        .map_err(|e| EnvError::Parse { path: path.clone(), message: e.to_string() })?;
+    let env = &manifest.environment;
+    if !valid_name(&env.name) {
+        return Err(EnvError::config(
+            &path,
+            "environment.name",
+            format!("`{}` must match ^[a-z0-9][a-z0-9-]{{1,63}}$", env.name),
+        ));
+    }
+    if let Err(e) = semver::Version::parse(&env.version) {
+        return Err(EnvError::config(
+            &path,
+            "environment.version",
+            format!("`{}` is not a semantic version: {e}", env.version),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// Loads the package in `dir`.
+pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvError> {
+    let file = dir.join(MANIFEST);
+    let manifest = read_manifest(dir)?;
+    let err = |field: &str, message: String| EnvError::config(&file, field, message);
+    let env = &manifest.env;
+    let kind = env.kind.as_deref().unwrap_or("single_turn");
+    let parser: Parser =
+        env.parser.as_deref().unwrap_or("raw").parse().map_err(|e| err("env.parser", e))?;
+
+    let max_turns = match (kind, env.max_turns) {
+        (_, Some(0)) => return Err(err("env.max_turns", "must be at least 1".into())),
+        ("single_turn", Some(n)) if n != 1 => {
+            return Err(err(
+                "env.max_turns",
+                format!("is {n}, but a single_turn environment has exactly one turn"),
+            ));
+        }
+        ("single_turn", _) => 1,
+        (_, Some(n)) => n,
+        (_, None) => 10,
+    };
+    let timeout = match env.timeout_s {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            return Err(err("env.timeout_s", format!("{t} is not a positive number of seconds")));
+        }
+        t => t.map(Duration::from_secs_f64),
+    };
+    let limits =
+        TurnLimits { max_turns, max_completion_tokens: env.max_completion_tokens, timeout };
+    for (field, set, allowed) in [
+        ("env.tools", !env.tools.is_empty(), kind == "tool"),
+        ("env.respond", env.respond.is_some(), kind == "multi_turn"),
+        ("env.command", !env.command.is_empty(), kind == "external"),
+    ] {
+        if set && !allowed {
+            return Err(err(field, format!("does not apply to kind `{kind}`")));
+        }
+    }
+
+    let mut external_process = None;
+    let interaction: Arc<dyn Interaction> = match kind {
+        "single_turn" => Arc::new(SingleTurn),
+        "tool" => {
+            if env.tools.is_empty() {
+                return Err(err("env.tools", "a tool environment needs at least one tool".into()));
+            }
+            let tools = env
+                .tools
+                .iter()
+                .map(|name| {
+                    builtin_tool(name).ok_or_else(|| {
+                        err(
+                            "env.tools",
+                            format!(
+                                "unknown tool `{name}`; built-in tools: {}",
+                                BUILTIN_TOOLS.join(", ")
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Arc::new(ToolUse::new(tools))
+        }
+        "multi_turn" => {
+            let script = env.respond.as_deref().ok_or_else(|| {
+                err("env.respond", "a multi_turn environment needs a `respond` script".into())
+            })?;
+            Arc::new(ScriptTurns::load(dir, script).map_err(|m| err("env.respond", m))?)
+        }
+        "external" => {
+            if env.command.is_empty() {
+                return Err(err("env.command", "an external environment needs a command".into()));
+            }
+            let process = Arc::new(ExternalProcess::new(
+                env.command.clone(),
+                dir.to_owned(),
+                Duration::from_secs(300),
+            ));
+            external_process = Some(Arc::clone(&process));
+            Arc::new(External::new(process))
+        }
+        other => {
+            return Err(err(
+                "env.kind",
+                format!("unknown kind `{other}`: single_turn, multi_turn, tool or external"),
+            ));
+        }
+    };
+
+    let mut rubric = Rubric::new();
+    for (index, spec) in manifest.rubric.iter().enumerate() {
+        let source = SpecSource { file: &file, dir, index };
+        if spec.reward == "external" {
+            let process = external_process
+                .as_ref()
+                .ok_or_else(|| source.error("reward", "`external` needs kind = \"external\""))?;
+            rubric.push(RubricEntry {
+                name: spec.name.clone().unwrap_or_else(|| "external".into()),
+                weight: spec.weight,
+                func: RewardFn::Each(Arc::new(ExternalScore::new(Arc::clone(process)))),
+            });
+        } else {
+            rubric.push(rewards::build(spec, source)?);
+        }
+    }
+    if rubric.entries().is_empty() {
+        match &external_process {
+            Some(process) => {
+                rubric = rubric.with("external", 1.0, ExternalScore::new(Arc::clone(process)))
+            }
+            None => return Err(err("rubric", "the environment has no [[rubric]] entries".into())),
+        }
+    }
+
+    let data = data_source(dir, &file, manifest.dataset.as_ref(), options)?;
+    let info = EnvInfo {
+        name: manifest.environment.name.clone(),
+        version: manifest.environment.version.clone(),
+        description: manifest.environment.description.clone(),
+        content_hash: content_hash(dir)?,
+    };
+    Ok(Environment {
+        info,
+        system_prompt: env.system_prompt.clone(),
+        parser,
+        data,
+        interaction,
+        rubric,
+        limits,
+    })
+}
+
+fn data_source(
+    dir: &Path,
+    file: &Path,
+    dataset: Option<&ManifestDataset>,
+    options: &LoadOptions,
+) -> Result<DataSource, EnvError> {
+    let err = |field: &str, message: String| EnvError::config(file, field, message);
+    let d = dataset.ok_or_else(|| err("dataset", "the [dataset] table is missing".into()))?;
+    let seed = d.seed.unwrap_or(options.seed);
+    let resolve = |field: &str, rel: &str| -> Result<PathBuf, EnvError> {
+        let path = Path::new(rel);
+        if path.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            return Err(err(field, format!("`{rel}` must be a relative path inside the package")));
+        }
+        let full = dir.join(path);
+        if !full.is_file() {
+            return Err(err(field, format!("dataset file {} does not exist", full.display())));
+        }
+        Ok(full)
+    };
+    match (&d.generator, &d.train) {
+        (Some(_), Some(_)) => {
+            Err(err("dataset", "give either `generator` or `train`, not both".into()))
+        }
+        (None, None) => Err(err("dataset", "give a `train` file or a built-in `generator`".into())),
+        (Some(name), None) => {
+            let generate = registry::builtin_generator(name).ok_or_else(|| {
+                err(
+                    "dataset.generator",
+                    format!(
+                        "unknown generator `{name}`; built-ins: {}",
+                        registry::builtin_names().join(", ")
+                    ),
+                )
+            })?;
+            Ok(DataSource::Generated {
+                generate,
+                seed,
+                train_size: options.train_size.or(d.train_size).unwrap_or(10_000),
+                eval_size: options.eval_size.or(d.eval_size).unwrap_or(200),
+            })
+        }
+        (None, Some(train)) => {
+            let fraction = d.eval_fraction.unwrap_or(0.1);
+            if !(0.0..1.0).contains(&fraction) {
+                return Err(err("dataset.eval_fraction", format!("{fraction} is not in [0, 1)")));
+            }
+            Ok(DataSource::Files {
+                train: resolve("dataset.train", train)?,
+                eval: d.eval.as_deref().map(|e| resolve("dataset.eval", e)).transpose()?,
+                eval_fraction: fraction,
+                seed,
+            })
+        }
+    }
+}
+
+/// The interaction of a `multi_turn` package: a script, run in the sandbox after each model
+/// turn, that returns the environment's messages.
+#[derive(Debug, Clone)]
+pub struct ScriptTurns {
+    path: String,
+    code: String,
+    language: Language,
+}
+
+impl ScriptTurns {
+    fn load(dir: &Path, rel: &str) -> Result<Self, String> {
+        let path = Path::new(rel);
+        if path.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            return Err(format!("`{rel}` must be a relative path inside the package"));
+        }
+        let language = match path.extension().and_then(|e| e.to_str()) {
+            Some("py") => Language::Python,
+            Some("sh") => Language::Bash,
+            _ => return Err(format!("`{rel}` must be a .py or .sh script")),
+        };
+        let full = dir.join(path);
+        let code = fs::read_to_string(&full)
+            .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
+        Ok(Self { path: rel.to_owned(), code, language })
+    }
+}
+
+#[async_trait]
+impl Interaction for ScriptTurns {
+    fn is_done(&self, _: &RolloutState<'_>) -> bool {
+        false
+    }
+
+    async fn respond(
+        &self,
+        state: &mut RolloutState<'_>,
+        services: &Services,
+    ) -> Result<Step, EnvError> {
+        let fail = |m: String| EnvError::Interaction(format!("{}: {m}", self.path));
+        let runner = services
+            .code_runner
+            .as_ref()
+            .ok_or_else(|| fail("no code runner is configured".into()))?;
+        let stdin =
+            json!({"example": state.example, "completion": state.completion, "turn": state.turns});
+        let request = RunRequest {
+            language: self.language,
+            code: self.code.clone(),
+            stdin: stdin.to_string(),
+            limits: Limits {
+                time_limit_ms: Some(10_000),
+                memory_mb: Some(512),
+                output_bytes: Some(1 << 20),
+            },
+        };
+        let result = runner.run(request).await.map_err(|e| fail(e.to_string()))?;
+        if result.status != RunStatus::Ok {
+            return Err(fail(format!(
+                "ended with {:?}: {}",
+                result.status,
+                result.stderr.chars().take(300).collect::<String>()
+            )));
+        }
+        let out: Value = serde_json::from_str(result.stdout.trim())
+            .map_err(|e| fail(format!("printed invalid JSON: {e}")))?;
+        if out.get("done").and_then(Value::as_bool).unwrap_or(false) {
+            return Ok(Step::Done);
+        }
+        let messages: Vec<Message> = match (out.get("messages"), out.get("message")) {
+            (Some(m), _) => serde_json::from_value(m.clone())
+                .map_err(|e| fail(format!("invalid `messages`: {e}")))?,
+            (None, Some(Value::String(text))) => vec![Message::user(text.clone())],
+            _ => return Err(fail("printed neither `messages` nor `message`".into())),
+        };
+        Ok(Step::Continue(messages))
+    }
+}

@@ -1,0 +1,60 @@
+//! The one place built-in environments are registered, and [`load`], which resolves an
+//! environment name or folder.
+
+use std::path::Path;
+
+use crate::dataset::GenerateFn;
+use crate::envs::{alphabet_sort, calculator, code, math, mcq, reverse_text, wordle};
+use crate::{EnvError, Environment, package};
+
+/// Options that apply to any environment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Seed of generated datasets and held-out splits.
+    pub seed: u64,
+    /// Override of the number of generated train examples.
+    pub train_size: Option<usize>,
+    /// Override of the number of generated eval examples.
+    pub eval_size: Option<usize>,
+}
+
+type Builtin = (&'static str, fn(&LoadOptions) -> Environment, GenerateFn);
+
+const BUILTINS: &[Builtin] = &[
+    (reverse_text::NAME, reverse_text::environment, reverse_text::generate),
+    (alphabet_sort::NAME, alphabet_sort::environment, alphabet_sort::generate),
+    (wordle::NAME, wordle::environment, wordle::generate),
+    (math::NAME, math::environment, math::generate),
+    (mcq::NAME, mcq::environment, mcq::generate),
+    (code::NAME, code::environment, code::generate),
+    (calculator::NAME, calculator::environment, calculator::generate),
+];
+
+/// Names of the built-in environments.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTINS.iter().map(|b| b.0).collect()
+}
+
+/// The dataset generator of a built-in environment.
+pub fn builtin_generator(name: &str) -> Option<GenerateFn> {
+    BUILTINS.iter().find(|b| b.0 == name).map(|b| b.2)
+}
+
+/// Loads an environment: a folder holding `environment.toml` (or the file itself), else a
+/// built-in name.
+pub fn load(spec: &str, options: &LoadOptions) -> Result<Environment, EnvError> {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        return package::load_dir(path, options);
+    }
+    if path.is_file() && path.file_name().is_some_and(|n| n == package::MANIFEST) {
+        return package::load_dir(path.parent().unwrap_or(Path::new(".")), options);
+    }
+    if let Some(builtin) = BUILTINS.iter().find(|b| b.0 == spec) {
+        return Ok((builtin.1)(options));
+    }
+    Err(EnvError::UnknownEnvironment {
+        name: spec.to_owned(),
+        available: builtin_names().join(", "),
+    })
+}

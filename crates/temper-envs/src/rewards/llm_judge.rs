@@ -1,0 +1,111 @@
+//! `llm_judge`: asks a judge model whether the response answers the question correctly given the
+//! reference; 1 for a reply starting with "yes", 0 for "no", an error for anything else. The
+//! judge is the model in `Services::judge` (`temper eval --judge-model`). The prompt template may
+//! use `{question}`, `{answer}` (the reference) and `{response}` (the parsed answer, or the last
+//! turn when nothing parses).
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use temper_protocol::{Message, Role, SamplingParams};
+
+use super::{RewardSpec, SpecSource, params};
+use crate::parser::last_assistant;
+use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
+use crate::{ChatRequest, EnvError};
+
+/// The default judge prompt.
+pub const DEFAULT_PROMPT: &str = "You are grading an answer.\n\nQuestion:\n{question}\n\n\
+Reference answer:\n{answer}\n\nResponse:\n{response}\n\n\
+Does the response give the same final answer as the reference? Reply with exactly one word: yes or no.";
+
+/// The configured judge function.
+#[derive(Debug, Clone)]
+pub struct LlmJudge {
+    /// The prompt template.
+    pub prompt: String,
+    /// Most tokens of the judge's reply.
+    pub max_tokens: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+}
+
+impl Default for LlmJudge {
+    fn default() -> Self {
+        Self { prompt: DEFAULT_PROMPT.to_owned(), max_tokens: 16 }
+    }
+}
+
+impl LlmJudge {
+    pub(crate) fn from_spec(spec: &RewardSpec, source: SpecSource<'_>) -> Result<Self, EnvError> {
+        let p: Params = params(spec, source)?;
+        let prompt = p.prompt.unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
+        if !prompt.contains("{response}") {
+            return Err(source.error("prompt", "the judge prompt must contain `{response}`"));
+        }
+        Ok(Self { prompt, max_tokens: p.max_tokens.unwrap_or(16) })
+    }
+}
+
+/// Reads a yes/no verdict from the judge's reply.
+pub fn verdict(reply: &str) -> Option<bool> {
+    let text = temper_verify::extract::strip_think(reply);
+    let word: String = text.trim_start().chars().take_while(|c| c.is_alphabetic()).collect();
+    match word.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl RewardFunction for LlmJudge {
+    async fn score(
+        &self,
+        input: &RewardInput<'_>,
+        services: &Services,
+    ) -> Result<f64, RewardError> {
+        let judge = services
+            .judge
+            .as_ref()
+            .ok_or_else(|| RewardError("no judge model is configured".into()))?;
+        let question = input
+            .prompt
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map_or("", |m| m.content.as_str());
+        let response = input
+            .parsed_answer()
+            .or_else(|| last_assistant(input.completion).map(|m| m.content.clone()))
+            .unwrap_or_default();
+        let prompt = self
+            .prompt
+            .replace("{question}", question)
+            .replace("{answer}", &input.example.answer)
+            .replace("{response}", &response);
+        let request = ChatRequest {
+            messages: vec![Message::user(prompt)],
+            tools: Vec::new(),
+            sampling: SamplingParams {
+                temperature: Some(0.0),
+                max_tokens: Some(self.max_tokens),
+                ..Default::default()
+            },
+        };
+        let reply = judge.chat(&request).await.map_err(|e| RewardError(format!("judge: {e}")))?;
+        match verdict(&reply.message.content) {
+            Some(yes) => Ok(f64::from(u8::from(yes))),
+            None => Err(RewardError(format!(
+                "judge reply is neither yes nor no: {:?}",
+                reply.message.content.chars().take(80).collect::<String>()
+            ))),
+        }
+    }
+}
