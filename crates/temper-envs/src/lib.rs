@@ -19,6 +19,7 @@ pub mod dataset;
 mod environment;
 pub mod envs;
 mod error;
+pub mod eval;
 pub mod external;
 pub mod model;
 pub mod package;
@@ -27,6 +28,7 @@ pub mod registry;
 pub mod rewards;
 pub mod rollout;
 pub mod rubric;
+pub mod stats;
 pub mod tools;
 
 pub use dataset::{DataSource, Example, Split};

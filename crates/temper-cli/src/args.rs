@@ -1,0 +1,135 @@
+//! Command-line arguments (clap). Each command's behaviour lives in `commands/<name>.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::env_vars;
+
+/// temper: reinforcement learning on verifiable tasks for language models.
+#[derive(Debug, Parser)]
+#[command(name = "temper", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate a model on an environment through an OpenAI-compatible endpoint.
+    ///
+    /// Runs ROLLOUTS rollouts for each of N examples, scores them with the environment's rubric,
+    /// and writes results.jsonl (one line per rollout, appended as each group finishes) and
+    /// metadata.json (configuration and summary: mean reward, per-function means, pass@k, error
+    /// rate, timings) to the output folder. A killed run continues with --resume.
+    Eval(Box<EvalArgs>),
+    /// List the built-in environments.
+    Envs,
+}
+
+/// Which part of the dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SplitArg {
+    /// Held-out examples.
+    Eval,
+    /// Training examples.
+    Train,
+}
+
+/// `temper eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// A built-in environment name (see `temper envs`) or a folder holding environment.toml.
+    pub env: String,
+
+    /// Base URL of an OpenAI-compatible server (requests go to URL/chat/completions).
+    #[arg(long, short = 'm', default_value = "http://localhost:8000/v1", value_name = "URL")]
+    pub model: String,
+
+    /// Model name sent in each request.
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub model_name: String,
+
+    /// Name of the environment variable holding the API key (unset means no key).
+    #[arg(long, default_value = env_vars::DEFAULT_API_KEY_VAR, value_name = "VAR")]
+    pub api_key_var: String,
+
+    /// Examples to evaluate, from the start of the split (0 means all).
+    #[arg(short = 'n', long = "num-examples", default_value_t = 5)]
+    pub num_examples: usize,
+
+    /// Rollouts per example (pass@k is reported for k = 1, 2, 4, ... up to this).
+    #[arg(short = 'r', long = "rollouts-per-example", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub rollouts: u32,
+
+    /// Most requests in flight to the model server at any moment.
+    #[arg(short = 'c', long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub concurrency: u64,
+
+    /// Sampling temperature.
+    #[arg(long, short = 't')]
+    pub temperature: Option<f64>,
+
+    /// Nucleus sampling mass.
+    #[arg(long)]
+    pub top_p: Option<f64>,
+
+    /// Keep only the top-k tokens (server extension).
+    #[arg(long)]
+    pub top_k: Option<u32>,
+
+    /// Min-p sampling (server extension).
+    #[arg(long)]
+    pub min_p: Option<f64>,
+
+    /// Most tokens per model turn.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+
+    /// Sampling seed; rollout i of a group uses seed + i.
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Which split to evaluate.
+    #[arg(long, value_enum, default_value_t = SplitArg::Eval)]
+    pub split: SplitArg,
+
+    /// Seed of generated datasets and held-out splits.
+    #[arg(long, default_value_t = 0)]
+    pub data_seed: u64,
+
+    /// Output folder (default: outputs/evals/ENV--MODEL/TIMESTAMP; with --resume, the latest).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Continue a killed run in the output folder; refuses if the configuration changed.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Retries of a request after HTTP 408/429/5xx, a timeout or a refused connection.
+    #[arg(long, default_value_t = 5)]
+    pub max_retries: u32,
+
+    /// Seconds before one request attempt times out.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout_s: f64,
+
+    /// Reward at or above which a rollout counts as passing for pass@k.
+    #[arg(long, default_value_t = 0.5)]
+    pub pass_threshold: f64,
+
+    /// Base URL of the judge model for `llm_judge` rewards (default: the evaluated model).
+    #[arg(long, value_name = "URL")]
+    pub judge_model: Option<String>,
+
+    /// Model name of the judge.
+    #[arg(long, value_name = "NAME")]
+    pub judge_model_name: Option<String>,
+
+    /// Run model-written code (code environments, `script` rewards, the python tool) as plain
+    /// processes of this user, with no isolation. Only for code you trust.
+    #[arg(long)]
+    pub allow_unsandboxed_code: bool,
+}

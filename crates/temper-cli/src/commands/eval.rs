@@ -1,0 +1,178 @@
+//! `temper eval`: evaluate a model on an environment.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use indicatif::{ProgressBar, ProgressStyle};
+use temper_client::{Limited, OpenAiClient, RetryPolicy};
+use temper_envs::eval::{self, EvalConfig, EvalReport, Progress};
+use temper_envs::{ChatModel, Environment, LoadOptions, Services, Split};
+use temper_protocol::SamplingParams;
+
+use crate::args::{EvalArgs, SplitArg};
+
+pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let sampling = sampling(&args)?;
+    ensure!(
+        args.timeout_s.is_finite() && args.timeout_s > 0.0,
+        "--timeout-s must be a positive number of seconds"
+    );
+    ensure!(args.pass_threshold.is_finite(), "--pass-threshold must be a finite number");
+    if !args.model.starts_with("http://") && !args.model.starts_with("https://") {
+        bail!(
+            "--model {}: expected the base URL of an OpenAI-compatible server (http:// or https://); \
+             serve a local model with an inference server and pass its URL",
+            args.model
+        );
+    }
+
+    let load = LoadOptions { seed: args.data_seed, ..LoadOptions::default() };
+    let env = temper_envs::load(&args.env, &load)
+        .with_context(|| format!("cannot load environment `{}`", args.env))?;
+
+    let api_key = std::env::var(&args.api_key_var).ok().filter(|k| !k.is_empty());
+    let retry = RetryPolicy { max_retries: args.max_retries, ..RetryPolicy::default() };
+    let timeout = Duration::from_secs_f64(args.timeout_s);
+    let client = OpenAiClient::new(&args.model, &args.model_name, api_key.clone())?
+        .with_retry(retry)
+        .with_timeout(timeout);
+    let model = Arc::new(Limited::new(client, args.concurrency as usize));
+    let judge: Arc<dyn ChatModel> = match &args.judge_model {
+        Some(url) => {
+            let name = args.judge_model_name.as_deref().unwrap_or(&args.model_name);
+            Arc::new(OpenAiClient::new(url, name, api_key)?.with_retry(retry).with_timeout(timeout))
+        }
+        // The same server: share the concurrency limit.
+        None => model.clone(),
+    };
+    let mut services = Services { code_runner: None, judge: Some(judge) };
+    if args.allow_unsandboxed_code {
+        eprintln!(
+            "warning: --allow-unsandboxed-code: model-written code runs as this user with no isolation"
+        );
+        services.code_runner = Some(Arc::new(temper_sandbox::Unsandboxed::new()));
+    }
+
+    let dir = output_dir(&args, &env)?;
+    let config = EvalConfig {
+        num_examples: args.num_examples,
+        rollouts_per_example: args.rollouts,
+        split: if args.split == SplitArg::Eval { Split::Eval } else { Split::Train },
+        sampling,
+        pass_threshold: args.pass_threshold,
+        model_url: args.model.clone(),
+        model_name: args.model_name.clone(),
+        load,
+        concurrency: args.concurrency as usize,
+    };
+
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {bar:30} {pos}/{len} groups {elapsed_precise} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let on_progress = |p: Progress| {
+        bar.set_length(p.groups_total as u64);
+        bar.set_position(p.groups_done as u64);
+        bar.set_message(format!("reward {:.3} errors {}", p.reward_mean, p.errors));
+    };
+    let report =
+        eval::run(&env, model.as_ref(), &services, &config, &dir, args.resume, &on_progress)
+            .await
+            .with_context(|| format!("evaluation of `{}` failed", env.info.name))?;
+    bar.finish_and_clear();
+    print!("{}", summary_table(&env, &config, &report, &dir));
+    if let Some(first) = &report.all_failed {
+        bail!("every rollout failed to get a reply from the model: {first}");
+    }
+    Ok(())
+}
+
+fn sampling(args: &EvalArgs) -> anyhow::Result<SamplingParams> {
+    if let Some(t) = args.temperature {
+        ensure!(t.is_finite() && t >= 0.0, "--temperature must be at least 0, not {t}");
+    }
+    if let Some(p) = args.top_p {
+        ensure!(p > 0.0 && p <= 1.0, "--top-p must be in (0, 1], not {p}");
+    }
+    if let Some(p) = args.min_p {
+        ensure!((0.0..=1.0).contains(&p), "--min-p must be in [0, 1], not {p}");
+    }
+    Ok(SamplingParams {
+        temperature: args.temperature,
+        top_p: args.top_p,
+        top_k: args.top_k,
+        min_p: args.min_p,
+        max_tokens: args.max_tokens,
+        seed: args.seed,
+        stop: Vec::new(),
+    })
+}
+
+/// `--output`, or `outputs/evals/ENV--MODEL/TIMESTAMP` (with `--resume`, the latest such folder).
+fn output_dir(args: &EvalArgs, env: &Environment) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &args.output {
+        return Ok(dir.clone());
+    }
+    let model: String = args
+        .model_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+        .collect();
+    let parent = Path::new("outputs").join("evals").join(format!("{}--{model}", env.info.name));
+    if args.resume {
+        let latest = std::fs::read_dir(&parent)
+            .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+            .max()
+            .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?;
+        return Ok(parent.join(latest.to_string()));
+    }
+    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok(parent.join(stamp.to_string()))
+}
+
+/// The table printed at the end of a run.
+fn summary_table(
+    env: &Environment,
+    config: &EvalConfig,
+    report: &EvalReport,
+    dir: &Path,
+) -> String {
+    let s = &report.summary;
+    let mut out = String::new();
+    let mut row = |k: &str, v: String| {
+        let _ = writeln!(out, "{k:<22} {v}");
+    };
+    row(
+        "environment",
+        format!("{} {} (sha256 {})", env.info.name, env.info.version, &env.info.content_hash[..12]),
+    );
+    row("model", format!("{} at {}", config.model_name, config.model_url));
+    row(
+        "rollouts",
+        format!(
+            "{} ({} examples × {}), {} resumed groups",
+            s.rollouts, s.examples, config.rollouts_per_example, report.resumed_groups
+        ),
+    );
+    row("errors", format!("{} ({:.1}%)", s.errors, 100.0 * s.error_rate));
+    row("reward", format!("mean {:.4}  std {:.4}", s.reward_mean, s.reward_std));
+    for (name, mean) in &s.scores {
+        row(&format!("  {name}"), format!("{mean:.4}"));
+    }
+    for (k, v) in &s.pass_at_k {
+        row(&format!("pass@{k}"), format!("{v:.4}"));
+    }
+    let reasons: Vec<String> = s.stop_reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    row("stop reasons", reasons.join(", "));
+    row("generation (mean)", format!("{:.0} ms per rollout", s.generation_ms_mean));
+    row("results", dir.join(eval::RESULTS).display().to_string());
+    out
+}

@@ -1,0 +1,14 @@
+//! One module per command.
+
+mod envs;
+mod eval;
+
+use crate::args::Command;
+
+/// Runs a command.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Eval(args) => eval::run(*args).await,
+        Command::Envs => envs::run(),
+    }
+}

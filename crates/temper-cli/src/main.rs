@@ -1,0 +1,38 @@
+//! The `temper` binary: argument parsing and one file per command, each calling a library.
+//!
+//! This is the only crate that prints to stdout or decides the exit code: 0 on success, 1 when
+//! the command failed (the error and its causes are printed to stderr), 2 for invalid arguments.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the CLI is where temper talks to people"
+)]
+
+mod args;
+mod commands;
+mod env_vars;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

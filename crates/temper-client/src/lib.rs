@@ -1,0 +1,339 @@
+//! A client for OpenAI-compatible chat-completions endpoints (OpenAI, vLLM, SGLang, `temper
+//! inference serve`), implementing `temper_envs::ChatModel`.
+//!
+//! The client retries what is worth retrying — HTTP 408, 429 and 5xx, timeouts and refused
+//! connections — with exponential backoff, honouring `Retry-After`; any other error is returned
+//! at once. [`Limited`] caps the number of requests in flight across every clone that shares it.
+//!
+//! This crate knows HTTP and the OpenAI JSON shapes; it knows nothing about environments beyond
+//! the `ChatModel` trait, nor about tokenizers or training.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use temper_envs::{ChatModel, ChatRequest, ModelError, ModelReply};
+use temper_protocol::{FinishReason, Message, Role, ToolCall, Usage};
+use tokio::sync::Semaphore;
+
+/// When and how often to retry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Wait before the first retry; doubled each time.
+    pub initial_backoff: Duration,
+    /// Longest wait between attempts (also caps `Retry-After`).
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 5,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(16),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn backoff(&self, attempt: u32) -> Duration {
+        self.initial_backoff.saturating_mul(1u32 << attempt.min(16)).min(self.max_backoff)
+    }
+}
+
+/// A chat-completions client for one model on one server.
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+    retry: RetryPolicy,
+    timeout: Duration,
+}
+
+impl OpenAiClient {
+    /// A client for `base_url` (for example `http://localhost:8000/v1`; requests go to
+    /// `{base_url}/chat/completions`) and the model called `model` there.
+    pub fn new(base_url: &str, model: &str, api_key: Option<String>) -> Result<Self, ModelError> {
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let parsed = reqwest::Url::parse(&url).map_err(|e| ModelError::Connect {
+            url: url.clone(),
+            message: format!("invalid URL: {e}"),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ModelError::Connect {
+                url,
+                message: "the URL must start with http:// or https://".into(),
+            });
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ModelError::Connect { url: url.clone(), message: e.to_string() })?;
+        Ok(Self {
+            url,
+            model: model.to_owned(),
+            api_key,
+            http,
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(600),
+        })
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the time limit of each attempt.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let s = &request.sampling;
+        let mut body = json!({"model": self.model, "messages": request.messages});
+        let map = body.as_object_mut().expect("a JSON object literal");
+        if !request.tools.is_empty() {
+            map.insert("tools".into(), json!(request.tools));
+        }
+        let options = [
+            ("temperature", s.temperature.map(Value::from)),
+            ("top_p", s.top_p.map(Value::from)),
+            ("top_k", s.top_k.map(Value::from)),
+            ("min_p", s.min_p.map(Value::from)),
+            ("max_tokens", s.max_tokens.map(Value::from)),
+            ("seed", s.seed.map(Value::from)),
+            ("stop", (!s.stop.is_empty()).then(|| json!(s.stop))),
+        ];
+        for (key, value) in options {
+            if let Some(value) = value {
+                map.insert(key.into(), value);
+            }
+        }
+        body
+    }
+
+    /// One attempt: `Ok` or an error with whether to retry and how long the server asked to wait.
+    async fn attempt(
+        &self,
+        body: &Value,
+    ) -> Result<ModelReply, (ModelError, bool, Option<Duration>)> {
+        let url = self.url.clone();
+        let mut builder = self.http.post(&self.url).timeout(self.timeout).json(body);
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = match builder.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Err((
+                    ModelError::Timeout { url, seconds: self.timeout.as_secs_f64() },
+                    true,
+                    None,
+                ));
+            }
+            Err(e) => {
+                let retry = e.is_connect() || e.is_request();
+                return Err((ModelError::Connect { url, message: error_chain(&e) }, retry, None));
+            }
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) if e.is_timeout() => {
+                return Err((
+                    ModelError::Timeout { url, seconds: self.timeout.as_secs_f64() },
+                    true,
+                    None,
+                ));
+            }
+            Err(e) => {
+                return Err((ModelError::Connect { url, message: error_chain(&e) }, true, None));
+            }
+        };
+        if !status.is_success() {
+            let code = status.as_u16();
+            let retry = code == 408 || code == 429 || status.is_server_error();
+            let body: String = String::from_utf8_lossy(&bytes).chars().take(500).collect();
+            return Err((ModelError::Status { url, status: code, body }, retry, retry_after));
+        }
+        parse_reply(&bytes)
+            .map_err(|message| (ModelError::InvalidReply { url, message }, false, None))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<UsageBody>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ReplyMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct UsageBody {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+/// Parses a chat-completions response body. Reasoning returned separately (`reasoning_content`,
+/// as vLLM's reasoning parsers do) is put back in front of the content inside `<think>` tags, so
+/// parsers see what the model wrote.
+pub fn parse_reply(bytes: &[u8]) -> Result<ModelReply, String> {
+    let completion: Completion =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a chat completion: {e}"))?;
+    let choice = completion.choices.into_iter().next().ok_or("the reply has no choices")?;
+    let mut content = choice.message.content.unwrap_or_default();
+    if let Some(reasoning) = choice.message.reasoning_content.filter(|r| !r.is_empty()) {
+        content = format!("<think>{reasoning}</think>{content}");
+    }
+    let tool_calls = choice.message.tool_calls.unwrap_or_default();
+    let finish_reason = match choice.finish_reason.as_deref() {
+        Some("stop") | None => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
+        Some(_) => FinishReason::Other,
+    };
+    let usage = completion
+        .usage
+        .map(|u| Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens })
+        .unwrap_or_default();
+    let message =
+        Message { role: Role::Assistant, content, tool_calls, tool_call_id: None, name: None };
+    Ok(ModelReply { message, finish_reason, usage, tokens: None, policy_version: None })
+}
+
+#[async_trait]
+impl ChatModel for OpenAiClient {
+    async fn chat(&self, request: &ChatRequest) -> Result<ModelReply, ModelError> {
+        let body = self.body(request);
+        let mut attempt = 0;
+        loop {
+            match self.attempt(&body).await {
+                Ok(reply) => return Ok(reply),
+                Err((error, retry, retry_after)) => {
+                    if !retry || attempt >= self.retry.max_retries {
+                        return Err(error);
+                    }
+                    let wait = retry_after.map_or_else(
+                        || self.retry.backoff(attempt),
+                        |d| d.min(self.retry.max_backoff),
+                    );
+                    tracing::debug!(attempt, ?wait, "retrying after: {error}");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A model with at most `n` requests in flight, shared by every clone.
+#[derive(Debug, Clone)]
+pub struct Limited<M> {
+    inner: M,
+    permits: Arc<Semaphore>,
+}
+
+impl<M> Limited<M> {
+    /// Wraps `inner` with a limit of `n` (at least 1) concurrent requests.
+    pub fn new(inner: M, n: usize) -> Self {
+        Self { inner, permits: Arc::new(Semaphore::new(n.max(1))) }
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for Limited<M> {
+    async fn chat(&self, request: &ChatRequest) -> Result<ModelReply, ModelError> {
+        let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+        self.inner.chat(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_content_tool_calls_and_reasoning() {
+        let body = json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "reasoning_content": "hmm",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}});
+        let reply = parse_reply(body.to_string().as_bytes()).expect("parse");
+        assert_eq!(reply.message.content, "<think>hmm</think>");
+        assert_eq!(reply.message.tool_calls[0].function.name, "f");
+        assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(reply.usage, Usage { prompt_tokens: 5, completion_tokens: 7 });
+        assert!(parse_reply(b"{\"choices\": []}").expect_err("empty").contains("no choices"));
+        assert!(parse_reply(b"<html>").expect_err("html").contains("not a chat completion"));
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = RetryPolicy {
+            max_retries: 9,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(450),
+        };
+        let waits: Vec<u128> = (0..4).map(|a| p.backoff(a).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 450]);
+    }
+
+    #[test]
+    fn rejects_non_http_urls() {
+        assert!(OpenAiClient::new("ftp://x", "m", None).is_err());
+        assert!(OpenAiClient::new("not a url", "m", None).is_err());
+        let c = OpenAiClient::new("http://127.0.0.1:9/v1/", "m", None).expect("client");
+        assert_eq!(c.url(), "http://127.0.0.1:9/v1/chat/completions");
+    }
+}

@@ -1,0 +1,17 @@
+//! Running untrusted code. This is the only crate of temper that executes code written by a
+//! model.
+//!
+//! Today it holds one runner, [`Unsandboxed`], which runs programs as ordinary child processes of
+//! the current user. **It isolates nothing**: a program it runs can read and write the user's
+//! files, use the network and signal other processes. It exists so that code environments and
+//! `script` rewards can be tested, and used on code you trust, before the isolated runner
+//! (namespaces, seccomp, cgroups, a warm pool) lands here. It reports `is_sandboxed() == false`,
+//! and `temper` uses it only when asked with `--allow-unsandboxed-code`.
+//!
+//! What it does enforce: a wall-clock limit (the whole process group is killed), CPU-time and
+//! address-space limits through the shell's `ulimit`, a cap on each output stream, and a fresh
+//! temporary working directory per run that is removed afterwards.
+
+mod unsandboxed;
+
+pub use unsandboxed::Unsandboxed;

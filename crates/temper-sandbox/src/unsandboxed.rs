@@ -1,0 +1,219 @@
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus};
+use temper_verify::code::{CodeRunner, RunnerError};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// Defaults of `temper sandbox run`: 5 s wall, 256 MiB, 1 MiB per output stream.
+const DEFAULT_TIME_MS: u64 = 5_000;
+const DEFAULT_MEMORY_MB: u64 = 256;
+const DEFAULT_OUTPUT_BYTES: u64 = 1 << 20;
+const COMPILE_TIME_MS: u64 = 20_000;
+
+/// Runs programs as plain child processes, without isolation (see the crate docs).
+#[derive(Debug, Clone, Default)]
+pub struct Unsandboxed {
+    _private: (),
+}
+
+impl Unsandboxed {
+    /// A runner. Isolates nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+struct Outcome {
+    status: Option<std::process::ExitStatus>,
+    timed_out: bool,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    output_over: bool,
+    wall: Duration,
+}
+
+/// Runs `program args...` in `dir` under `ulimit`s, feeding `stdin`, within `limits`.
+async fn execute(
+    dir: &Path,
+    argv: &[&str],
+    stdin: &[u8],
+    limits: Limits,
+) -> std::io::Result<Outcome> {
+    let time_ms = limits.time_limit_ms.unwrap_or(DEFAULT_TIME_MS);
+    let memory_kb = limits.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).saturating_mul(1024);
+    let output_cap = limits.output_bytes.unwrap_or(DEFAULT_OUTPUT_BYTES);
+    let cpu_s = time_ms.div_ceil(1000).max(1);
+    // The shell applies the limits to itself, then becomes the program.
+    let script = format!("ulimit -t {cpu_s} -v {memory_kb} -f 65536 2>/dev/null; exec \"$@\"");
+    let start = Instant::now();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .args(argv)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let mut input = child.stdin.take();
+    let stdin = stdin.to_vec();
+    let feed = async move {
+        if let Some(pipe) = input.as_mut() {
+            // A program that exits without reading its input is not an error.
+            let _ = pipe.write_all(&stdin).await;
+        }
+        drop(input);
+    };
+    let out = read_capped(child.stdout.take(), output_cap, pgid);
+    let err = read_capped(child.stderr.take(), output_cap, pgid);
+    let run = async {
+        let (_, (stdout, over_out), (stderr, over_err), status) =
+            tokio::join!(feed, out, err, child.wait());
+        (stdout, stderr, over_out || over_err, status)
+    };
+    let result = tokio::time::timeout(Duration::from_millis(time_ms), run).await;
+    // Whatever happened, nothing of the run may survive it.
+    if let Some(pgid) = pgid {
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+    Ok(match result {
+        Ok((stdout, stderr, output_over, status)) => Outcome {
+            status: Some(status?),
+            timed_out: false,
+            stdout,
+            stderr,
+            output_over,
+            wall: start.elapsed(),
+        },
+        Err(_) => Outcome {
+            status: None,
+            timed_out: true,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            output_over: false,
+            wall: start.elapsed(),
+        },
+    })
+}
+
+/// Reads a stream to its end, keeping at most `cap` bytes; the flag says whether there was more,
+/// in which case the process group is killed at once.
+async fn read_capped(
+    stream: Option<impl AsyncRead + Unpin>,
+    cap: u64,
+    pgid: Option<Pid>,
+) -> (Vec<u8>, bool) {
+    let Some(stream) = stream else { return (Vec::new(), false) };
+    let mut kept = Vec::new();
+    let _ = stream.take(cap + 1).read_to_end(&mut kept).await;
+    let over = kept.len() as u64 > cap;
+    if over {
+        kept.truncate(cap as usize);
+        if let Some(pgid) = pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+    (kept, over)
+}
+
+fn lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn result_of(outcome: Outcome) -> RunResult {
+    use std::os::unix::process::ExitStatusExt;
+    let mut result = RunResult::internal_error("");
+    result.stdout = lossy(outcome.stdout);
+    result.stderr = lossy(outcome.stderr);
+    result.wall_ms = outcome.wall.as_secs_f64() * 1e3;
+    result.exit_code = outcome.status.and_then(|s| s.code());
+    result.signal = outcome.status.and_then(|s| s.signal());
+    result.status = if outcome.timed_out {
+        RunStatus::Timeout
+    } else if outcome.output_over {
+        RunStatus::OutputLimit
+    } else if result.signal == Some(nix::libc::SIGXCPU) {
+        RunStatus::Timeout
+    } else if result.exit_code == Some(0) {
+        RunStatus::Ok
+    } else {
+        RunStatus::RuntimeError
+    };
+    result
+}
+
+#[async_trait]
+impl CodeRunner for Unsandboxed {
+    fn is_sandboxed(&self) -> bool {
+        false
+    }
+
+    async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError> {
+        let dir = tempfile::tempdir()
+            .map_err(|e| RunnerError::Backend(format!("cannot create a work dir: {e}")))?;
+        let path = dir.path();
+        let write = |name: &str| {
+            std::fs::write(path.join(name), &request.code)
+                .map_err(|e| RunnerError::Backend(format!("cannot write {name}: {e}")))
+        };
+        let compile = |compiler: &'static str, source: &'static str, std: &'static str| async move {
+            let limits = Limits {
+                time_limit_ms: Some(COMPILE_TIME_MS),
+                memory_mb: Some(1024),
+                output_bytes: Some(DEFAULT_OUTPUT_BYTES),
+            };
+            let argv = [compiler, std, "-O2", "-o", "prog", source, "-lm"];
+            let outcome = execute(path, &argv, b"", limits)
+                .await
+                .map_err(|e| RunnerError::Backend(format!("cannot start {compiler}: {e}")))?;
+            let ok = outcome.status.is_some_and(|s| s.success());
+            Ok::<_, RunnerError>((!ok).then(|| {
+                let mut r = result_of(outcome);
+                r.status = RunStatus::CompileError;
+                r
+            }))
+        };
+        let argv: Vec<&str> = match request.language {
+            Language::Python => {
+                write("main.py")?;
+                vec!["python3", "main.py"]
+            }
+            Language::Bash => {
+                write("main.sh")?;
+                vec!["bash", "main.sh"]
+            }
+            Language::C => {
+                write("main.c")?;
+                if let Some(failed) = compile("gcc", "main.c", "-std=c17").await? {
+                    return Ok(failed);
+                }
+                vec!["./prog"]
+            }
+            Language::Cpp => {
+                write("main.cpp")?;
+                if let Some(failed) = compile("g++", "main.cpp", "-std=c++17").await? {
+                    return Ok(failed);
+                }
+                vec!["./prog"]
+            }
+        };
+        let outcome = execute(path, &argv, request.stdin.as_bytes(), request.limits)
+            .await
+            .map_err(|e| RunnerError::Backend(format!("cannot start {}: {e}", argv[0])))?;
+        Ok(result_of(outcome))
+    }
+}
