@@ -1,0 +1,9 @@
+//! Integration tests of temper-envs: one binary, one module per area.
+
+mod datasets;
+mod envs;
+mod external;
+mod packages;
+mod rubric;
+mod stop;
+mod support;

@@ -1,0 +1,157 @@
+//! Stop conditions of the rollout loop, each checked after a model turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use temper_envs::dataset::example_from_json;
+use temper_envs::rewards::LcsRatio;
+use temper_envs::{
+    DataSource, EnvError, EnvInfo, Environment, Example, Interaction, Parser, RolloutState, Rubric,
+    Services, Step, TurnLimits,
+};
+use temper_protocol::{FinishReason, Message, StopReason, TokenTrace};
+
+use crate::support::{Reply, Scripted, one, reply};
+
+/// Says "go on" after every turn; done when the model says "done".
+#[derive(Debug)]
+struct GoOn;
+
+#[async_trait]
+impl Interaction for GoOn {
+    fn is_done(&self, state: &RolloutState<'_>) -> bool {
+        state.last_reply().is_some_and(|m| m.content.contains("done"))
+    }
+
+    async fn respond(&self, state: &mut RolloutState<'_>, _: &Services) -> Result<Step, EnvError> {
+        if state.last_reply().is_some_and(|m| m.content.contains("explode")) {
+            return Err(EnvError::Interaction("the game broke".into()));
+        }
+        Ok(Step::Continue(vec![Message::user("go on")]))
+    }
+}
+
+fn env(limits: TurnLimits) -> Environment {
+    fn never(_: &mut rand_chacha::ChaCha8Rng, _: usize) -> Example {
+        unreachable!("examples are built by the tests")
+    }
+    Environment {
+        info: EnvInfo::builtin("go-on", "0.1.0", "test"),
+        system_prompt: None,
+        parser: Parser::Raw,
+        data: DataSource::Generated { generate: never, seed: 0, train_size: 0, eval_size: 0 },
+        interaction: Arc::new(GoOn),
+        rubric: Rubric::new().with("lcs_ratio", 1.0, LcsRatio {}),
+        limits,
+    }
+}
+
+fn example() -> Example {
+    example_from_json(json!({"question": "start", "answer": "done"}), 0, "t").expect("example")
+}
+
+#[tokio::test]
+async fn custom_condition_ends_the_rollout() {
+    let r =
+        one(&env(TurnLimits::turns(10)), &Scripted::texts(&["a", "b", "done"]), &example()).await;
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::Completed, 3.0));
+    assert_eq!(r.completion.len(), 5, "three model turns, two environment turns");
+    assert_eq!(r.reward, 1.0);
+}
+
+#[tokio::test]
+async fn max_turns() {
+    let r = one(&env(TurnLimits::turns(3)), &Scripted::texts(&["a"]), &example()).await;
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::MaxTurns, 3.0));
+    assert_eq!(
+        r.completion.last().map(|m| m.content.as_str()),
+        Some("a"),
+        "no environment turn after the last"
+    );
+}
+
+#[tokio::test]
+async fn token_budget_caps_max_tokens_and_stops() {
+    // Each reply reports 5 completion tokens; the budget is 12: turns 1 and 2 leave 7 and 2.
+    let limits = TurnLimits { max_turns: 10, max_completion_tokens: Some(12), timeout: None };
+    let model = Scripted::texts(&["a"]);
+    let r = one(&env(limits), &model, &example()).await;
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::TokenBudget, 3.0));
+    assert_eq!(r.metrics["completion_tokens"], 15.0);
+    let caps: Vec<Option<u32>> =
+        model.requests.lock().expect("lock").iter().map(|q| q.sampling.max_tokens).collect();
+    assert_eq!(caps, [Some(12), Some(7), Some(2)]);
+}
+
+#[tokio::test]
+async fn wall_clock_timeout_abandons_a_slow_model() {
+    let limits = TurnLimits {
+        max_turns: 10,
+        max_completion_tokens: None,
+        timeout: Some(Duration::from_millis(300)),
+    };
+    let model = Scripted::new(|_, i| {
+        if i == 0 { Reply::Text("a") } else { Reply::Slow(Duration::from_secs(30), "late") }
+    });
+    let start = std::time::Instant::now();
+    let r = one(&env(limits), &model, &example()).await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::Timeout, 1.0));
+    assert!(r.error.is_none());
+}
+
+#[tokio::test]
+async fn truncated_turn_stops_with_length() {
+    let model = Scripted::new(|_, _| {
+        let mut r = reply("cut sho");
+        r.finish_reason = FinishReason::Length;
+        Reply::Full(r)
+    });
+    let r = one(&env(TurnLimits::turns(10)), &model, &example()).await;
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::Length, 1.0));
+}
+
+#[tokio::test]
+async fn model_and_environment_failures_are_recorded() {
+    let r = one(&env(TurnLimits::turns(10)), &Scripted::new(|_, _| Reply::Fail), &example()).await;
+    assert_eq!(r.stop_reason, StopReason::Error);
+    let e = r.error.expect("error");
+    assert_eq!(e.source, "model");
+    assert!(e.message.contains("HTTP 400"));
+    assert!(r.scores.is_empty(), "a failed rollout is not scored");
+
+    let r = one(&env(TurnLimits::turns(10)), &Scripted::texts(&["explode"]), &example()).await;
+    assert_eq!(r.stop_reason, StopReason::Error);
+    assert_eq!(r.error.expect("error").message, "environment error: the game broke");
+}
+
+#[tokio::test]
+async fn token_trace_spans_turns() {
+    // Turn k's prompt ids extend everything before; the environment's tokens get mask 0.
+    let model = Scripted::new(|_, i| {
+        let mut r = reply(if i == 1 { "done" } else { "a" });
+        r.tokens = Some(if i == 0 {
+            temper_envs::TurnTokens {
+                prompt_ids: vec![1, 2],
+                completion_ids: vec![3],
+                logprobs: vec![-0.1],
+            }
+        } else {
+            temper_envs::TurnTokens {
+                prompt_ids: vec![1, 2, 3, 8, 9],
+                completion_ids: vec![4, 5],
+                logprobs: vec![-0.2, -0.3],
+            }
+        });
+        r.policy_version = Some(7);
+        Reply::Full(r)
+    });
+    let r = one(&env(TurnLimits::turns(10)), &model, &example()).await;
+    let t: TokenTrace = r.tokens.expect("trace");
+    assert_eq!(t.completion_ids, [3, 8, 9, 4, 5]);
+    assert_eq!(t.completion_mask, [1, 0, 0, 1, 1]);
+    assert_eq!(t.completion_logprobs, [-0.1, 0.0, 0.0, -0.2, -0.3]);
+    assert_eq!(r.policy_version, Some(7));
+}
