@@ -1,0 +1,4 @@
+//! Integration tests of the `temper` binary against a loopback mock OpenAI server.
+
+mod eval;
+mod mock;
