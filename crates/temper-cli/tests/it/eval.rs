@@ -51,7 +51,7 @@ fn metadata(dir: &Path) -> Value {
 /// reversal misses its last character, so LCS = L − 1 and the ratio is 2(L − 1) / (2L − 1).
 fn expected_reverse_reward(text: &str) -> f64 {
     let l = text.chars().count() as f64;
-    if text.chars().count() % 2 == 0 { 1.0 } else { 2.0 * (l - 1.0) / (2.0 * l - 1.0) }
+    if text.chars().count().is_multiple_of(2) { 1.0 } else { 2.0 * (l - 1.0) / (2.0 * l - 1.0) }
 }
 
 #[test]

@@ -89,7 +89,7 @@ fn take(counter: &AtomicUsize) -> bool {
     counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
-fn completion(message: Value, finish: &str) -> Response {
+fn completion(message: &Value, finish: &str) -> Response {
     Json(json!({
         "id": "mock", "object": "chat.completion", "model": "mock",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -135,7 +135,7 @@ async fn chat(
                 reversed.pop();
             }
             completion(
-                json!({"role": "assistant", "content": format!("<reversed_text>{reversed}</reversed_text>")}),
+                &json!({"role": "assistant", "content": format!("<reversed_text>{reversed}</reversed_text>")}),
                 "stop",
             )
         }
@@ -148,7 +148,7 @@ async fn chat(
             };
             let text = if k == 1 { last_user.chars().rev().collect() } else { "0".repeat(20) };
             completion(
-                json!({"role": "assistant", "content": format!("<reversed_text>{text}</reversed_text>")}),
+                &json!({"role": "assistant", "content": format!("<reversed_text>{text}</reversed_text>")}),
                 "stop",
             )
         }
@@ -160,12 +160,12 @@ async fn chat(
                     {"id": id, "type": "function", "function": {"name": "calculator", "arguments": args}}]})
             };
             match tool_results.len() {
-                0 => completion(call("c1", "{\"expression\": ".into()), "tool_calls"),
+                0 => completion(&call("c1", "{\"expression\": ".into()), "tool_calls"),
                 1 => {
                     let question = last_user.trim_start_matches("What is ").trim_end_matches('?');
                     let expression = question.replace('×', "*").replace('−', "-").replace('÷', "/");
                     completion(
-                        call("c2", json!({"expression": expression}).to_string()),
+                        &call("c2", json!({"expression": expression}).to_string()),
                         "tool_calls",
                     )
                 }
@@ -173,7 +173,7 @@ async fn chat(
                     let result =
                         tool_results.last().and_then(|m| m["content"].as_str()).unwrap_or("");
                     completion(
-                        json!({"role": "assistant", "content": format!("So it is \\boxed{{{result}}}.")}),
+                        &json!({"role": "assistant", "content": format!("So it is \\boxed{{{result}}}.")}),
                         "stop",
                     )
                 }
