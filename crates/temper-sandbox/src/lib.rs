@@ -15,3 +15,6 @@
 mod unsandboxed;
 
 pub use unsandboxed::Unsandboxed;
+
+#[cfg(test)]
+mod tests;

@@ -38,7 +38,15 @@ struct Outcome {
     wall: Duration,
 }
 
+/// Exit code and stderr marker of the shell wrapper when it cannot apply the limits.
+const LIMITS_FAILED_CODE: i32 = 125;
+const LIMITS_FAILED: &str = "temper: cannot apply resource limits";
+
 /// Runs `program args...` in `dir` under `ulimit`s, feeding `stdin`, within `limits`.
+///
+/// The program runs in its own process group. When it exits (or the wall-clock limit passes, or
+/// an output stream goes over its cap) the whole group is killed, so background children end with
+/// it and release the output pipes.
 async fn execute(
     dir: &Path,
     argv: &[&str],
@@ -49,8 +57,12 @@ async fn execute(
     let memory_kb = limits.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).saturating_mul(1024);
     let output_cap = limits.output_bytes.unwrap_or(DEFAULT_OUTPUT_BYTES);
     let cpu_s = time_ms.div_ceil(1000).max(1);
-    // The shell applies the limits to itself, then becomes the program.
-    let script = format!("ulimit -t {cpu_s} -v {memory_kb} -f 65536 2>/dev/null; exec \"$@\"");
+    // The shell applies the limits to itself, one per call (as POSIX sh requires), then becomes
+    // the program; if any limit cannot be set, nothing runs.
+    let script = format!(
+        "ulimit -t {cpu_s} && ulimit -v {memory_kb} && ulimit -f 65536 || \
+         {{ echo '{LIMITS_FAILED}' >&2; exit {LIMITS_FAILED_CODE}; }}; exec \"$@\""
+    );
     let start = Instant::now();
     let mut child = Command::new("sh")
         .arg("-c")
@@ -69,45 +81,41 @@ async fn execute(
         .kill_on_drop(true)
         .spawn()?;
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
-    let mut input = child.stdin.take();
+    let input = child.stdin.take();
     let stdin = stdin.to_vec();
-    let feed = async move {
-        if let Some(pipe) = input.as_mut() {
+    let feed = tokio::spawn(async move {
+        if let Some(mut pipe) = input {
             // A program that exits without reading its input is not an error.
             let _ = pipe.write_all(&stdin).await;
         }
-        drop(input);
-    };
-    let out = read_capped(child.stdout.take(), output_cap, pgid);
-    let err = read_capped(child.stderr.take(), output_cap, pgid);
-    let run = async {
-        let (_, (stdout, over_out), (stderr, over_err), status) =
-            tokio::join!(feed, out, err, child.wait());
-        (stdout, stderr, over_out || over_err, status)
-    };
-    let result = tokio::time::timeout(Duration::from_millis(time_ms), run).await;
+    });
+    let out = tokio::spawn(read_capped(child.stdout.take(), output_cap, pgid));
+    let err = tokio::spawn(read_capped(child.stderr.take(), output_cap, pgid));
+    let waited = tokio::time::timeout(Duration::from_millis(time_ms), child.wait()).await;
+    let wall = start.elapsed();
     // Whatever happened, nothing of the run may survive it.
     if let Some(pgid) = pgid {
         let _ = killpg(pgid, Signal::SIGKILL);
     }
-    Ok(match result {
-        Ok((stdout, stderr, output_over, status)) => Outcome {
-            status: Some(status?),
-            timed_out: false,
-            stdout,
-            stderr,
-            output_over,
-            wall: start.elapsed(),
-        },
-        Err(_) => Outcome {
-            status: None,
-            timed_out: true,
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-            output_over: false,
-            wall: start.elapsed(),
-        },
-    })
+    feed.abort();
+    let (status, timed_out) = match waited {
+        Ok(status) => (Some(status?), false),
+        Err(_) => {
+            let _ = child.wait().await;
+            (None, true)
+        }
+    };
+    // The pipes close once the group is dead; a process that left the group could hold them, so
+    // the wait for the last bytes is bounded.
+    let drained =
+        tokio::time::timeout(Duration::from_secs(2), async { (out.await, err.await) }).await;
+    let ((stdout, over_out), (stderr, over_err)) = match drained {
+        Ok((Ok(o), Ok(e))) => (o, e),
+        _ => {
+            ((Vec::new(), false), (b"temper: output pipes held open after the run".to_vec(), false))
+        }
+    };
+    Ok(Outcome { status, timed_out, stdout, stderr, output_over: over_out || over_err, wall })
 }
 
 /// Reads a stream to its end, keeping at most `cap` bytes; the flag says whether there was more,
@@ -142,7 +150,11 @@ fn result_of(outcome: Outcome) -> RunResult {
     result.wall_ms = outcome.wall.as_secs_f64() * 1e3;
     result.exit_code = outcome.status.and_then(|s| s.code());
     result.signal = outcome.status.and_then(|s| s.signal());
-    result.status = if outcome.timed_out {
+    result.status = if result.exit_code == Some(LIMITS_FAILED_CODE)
+        && result.stderr.starts_with(LIMITS_FAILED)
+    {
+        RunStatus::InternalError
+    } else if outcome.timed_out {
         RunStatus::Timeout
     } else if outcome.output_over {
         RunStatus::OutputLimit

@@ -118,3 +118,81 @@ async fn group_length_penalty_sees_the_whole_group() {
     assert_eq!(by_len[1], (8, 0.0, 1.0));
     assert_eq!(by_len[2], (12, -0.5, -0.5));
 }
+
+#[tokio::test]
+async fn llm_judge_reads_yes_and_no_and_fails_on_anything_else() {
+    use temper_envs::rewards::LlmJudge;
+    for (verdict, want) in
+        [("Yes.", Some(1.0)), ("<think>hmm</think> no", Some(0.0)), ("maybe", None)]
+    {
+        let judge = Arc::new(Scripted::new(move |request, _| {
+            let prompt = &request.messages[0].content;
+            // The template is filled with the question, the reference and the parsed response.
+            assert!(
+                prompt.contains("Question:\nq")
+                    && prompt.contains("abcd")
+                    && prompt.contains("the response")
+            );
+            assert_eq!(request.sampling.temperature, Some(0.0));
+            crate::support::Reply::Text(verdict)
+        }));
+        let services = Services { code_runner: None, judge: Some(judge.clone()) };
+        let rubric = Rubric::new().with("llm_judge", 1.0, LlmJudge::default());
+        let r = group(&env(rubric), &Scripted::texts(&["the response"]), &example(), 1, &services)
+            .await
+            .remove(0);
+        assert_eq!(judge.requests.lock().expect("lock").len(), 1);
+        match want {
+            Some(v) => assert_eq!(
+                (r.scores["llm_judge"], r.reward, r.error.is_none()),
+                (v, v, true),
+                "{verdict}"
+            ),
+            None => {
+                let e = r.error.expect("an unreadable verdict is an error");
+                assert!(e.message.contains("neither yes nor no"), "{}", e.message);
+            }
+        }
+    }
+    // No judge configured: an error, not a zero.
+    let rubric = Rubric::new().with("llm_judge", 1.0, LlmJudge::default());
+    let r = group(&env(rubric), &Scripted::texts(&["x"]), &example(), 1, &Services::default())
+        .await
+        .remove(0);
+    assert!(r.error.expect("error").message.contains("no judge model"));
+}
+
+#[tokio::test]
+async fn regex_and_mcq_rewards() {
+    use temper_envs::rewards::{McqLetter, RegexMatch};
+    let rubric = Rubric::new()
+        .with("digits", 1.0, RegexMatch::new(r"^\d+$", false).expect("regex"))
+        .with("polite", 1.0, RegexMatch::new(r"(?i)please", true).expect("regex"));
+    for (text, digits, polite) in [("123", 1.0, 0.0), ("12a", 0.0, 0.0), ("Please: 7", 0.0, 1.0)] {
+        let r = group(
+            &env(rubric.clone()),
+            &Scripted::texts(&[text]),
+            &example(),
+            1,
+            &Services::default(),
+        )
+        .await
+        .remove(0);
+        assert_eq!((r.scores["digits"], r.scores["polite"]), (digits, polite), "{text}");
+    }
+    // Gold letter "C" among 4 options from info.options.
+    let ex = example_from_json(
+        json!({"question": "q", "answer": "c", "info": {"options": ["1", "2", "3", "4"]}}),
+        0,
+        "t",
+    )
+    .expect("example");
+    let rubric = Rubric::new().with("mcq_letter", 1.0, McqLetter::default());
+    for (text, want) in [("Answer: C", 1.0), ("Answer: D", 0.0), ("(E)", 0.0), ("**C**", 1.0)] {
+        let r =
+            group(&env(rubric.clone()), &Scripted::texts(&[text]), &ex, 1, &Services::default())
+                .await
+                .remove(0);
+        assert_eq!(r.reward, want, "{text}");
+    }
+}
