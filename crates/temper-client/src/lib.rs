@@ -126,30 +126,28 @@ impl OpenAiClient {
         body
     }
 
+    /// A failure below HTTP: timeouts and connection or transfer errors are worth a retry; a
+    /// request that could not even be built is not.
+    fn transport_error(&self, e: &reqwest::Error) -> (ModelError, bool, Option<Duration>) {
+        let url = self.url.clone();
+        let error = if e.is_timeout() {
+            ModelError::Timeout { url, seconds: self.timeout.as_secs_f64() }
+        } else {
+            ModelError::Connect { url, message: error_chain(e) }
+        };
+        (error, !e.is_builder(), None)
+    }
+
     /// One attempt: `Ok` or an error with whether to retry and how long the server asked to wait.
     async fn attempt(
         &self,
         body: &Value,
     ) -> Result<ModelReply, (ModelError, bool, Option<Duration>)> {
-        let url = self.url.clone();
         let mut builder = self.http.post(&self.url).timeout(self.timeout).json(body);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
-        let response = match builder.send().await {
-            Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Err((
-                    ModelError::Timeout { url, seconds: self.timeout.as_secs_f64() },
-                    true,
-                    None,
-                ));
-            }
-            Err(e) => {
-                let retry = e.is_connect() || e.is_request();
-                return Err((ModelError::Connect { url, message: error_chain(&e) }, retry, None));
-            }
-        };
+        let response = builder.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -158,27 +156,20 @@ impl OpenAiClient {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64);
-        let bytes = match response.bytes().await {
-            Ok(b) => b,
-            Err(e) if e.is_timeout() => {
-                return Err((
-                    ModelError::Timeout { url, seconds: self.timeout.as_secs_f64() },
-                    true,
-                    None,
-                ));
-            }
-            Err(e) => {
-                return Err((ModelError::Connect { url, message: error_chain(&e) }, true, None));
-            }
-        };
+        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
         if !status.is_success() {
             let code = status.as_u16();
             let retry = code == 408 || code == 429 || status.is_server_error();
             let body: String = String::from_utf8_lossy(&bytes).chars().take(500).collect();
-            return Err((ModelError::Status { url, status: code, body }, retry, retry_after));
+            return Err((
+                ModelError::Status { url: self.url.clone(), status: code, body },
+                retry,
+                retry_after,
+            ));
         }
-        parse_reply(&bytes)
-            .map_err(|message| (ModelError::InvalidReply { url, message }, false, None))
+        parse_reply(&bytes).map_err(|message| {
+            (ModelError::InvalidReply { url: self.url.clone(), message }, false, None)
+        })
     }
 }
 

@@ -8,9 +8,11 @@
 //!   at the end, the summary: counts, mean reward, the mean of each reward function, pass@k,
 //!   error rate and timings (`"status": "complete"`).
 //!
-//! Resuming reads `results.jsonl`, drops any incomplete group or partial last line, refuses if
-//! the configuration differs from the one in `metadata.json`, and runs only the missing groups;
-//! the summary is then computed over the whole file, so it matches an uninterrupted run.
+//! Resuming reads `results.jsonl`, drops any incomplete group or partial last line, and any group
+//! in which no rollout reached the model (so a run cut short by a server outage is completed by
+//! resuming once the server is back), refuses if the configuration differs from the one in
+//! `metadata.json`, and runs only the missing groups; the summary is then computed over the whole
+//! file, so it matches an uninterrupted run.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -147,7 +149,9 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
 }
 
 /// Reads the complete groups of a results file, rewriting it without partial lines or groups.
-fn recover(path: &Path, group_size: u32) -> Result<Vec<Rollout>, EvalError> {
+/// With `retry_unreached`, a group in which no rollout got a reply from the model is dropped too,
+/// so that resuming after a server outage runs it again.
+fn recover(path: &Path, group_size: u32, retry_unreached: bool) -> Result<Vec<Rollout>, EvalError> {
     let text = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -166,9 +170,18 @@ fn recover(path: &Path, group_size: u32) -> Result<Vec<Rollout>, EvalError> {
     for r in &rollouts {
         members.entry(r.example_id).or_default().insert(r.rollout_index);
     }
-    let complete = |id: &u64| members.get(id).is_some_and(|m| m.len() == group_size as usize);
+    let mut reached: BTreeSet<u64> = BTreeSet::new();
+    for r in &rollouts {
+        if r.error.as_ref().is_none_or(|e| e.source != "model") {
+            reached.insert(r.example_id);
+        }
+    }
+    let keep = |id: &u64| {
+        members.get(id).is_some_and(|m| m.len() == group_size as usize)
+            && (!retry_unreached || reached.contains(id))
+    };
     let before = rollouts.len();
-    rollouts.retain(|r| complete(&r.example_id));
+    rollouts.retain(|r| keep(&r.example_id));
     if dropped || rollouts.len() != before {
         let mut out = Vec::new();
         for r in &rollouts {
@@ -242,7 +255,7 @@ pub async fn run(
             });
         }
         started_at = old.get("started_at").and_then(Value::as_f64).unwrap_or(started_at);
-        recover(&results_path, config.rollouts_per_example)?
+        recover(&results_path, config.rollouts_per_example, true)?
     } else {
         if metadata_path.exists() || results_path.exists() {
             return Err(EvalError::Exists { path: dir.to_owned() });
@@ -307,7 +320,7 @@ pub async fn run(
     drop(groups);
     file.flush().map_err(io(&results_path))?;
 
-    let all = recover(&results_path, r)?;
+    let all = recover(&results_path, r, false)?;
     let summary = summarize(&all, r as usize, config.pass_threshold);
     let mut metadata = header;
     let map = metadata.as_object_mut().expect("metadata is an object");

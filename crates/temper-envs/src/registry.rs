@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::dataset::GenerateFn;
 use crate::envs::{alphabet_sort, calculator, code, math, mcq, reverse_text, wordle};
-use crate::{EnvError, Environment, package};
+use crate::{DataSource, EnvError, Environment, package};
 
 /// Options that apply to any environment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,6 +16,23 @@ pub struct LoadOptions {
     pub train_size: Option<usize>,
     /// Override of the number of generated eval examples.
     pub eval_size: Option<usize>,
+}
+
+impl LoadOptions {
+    /// A generated dataset with these options' seed and sizes, or the given default sizes.
+    pub fn generated(
+        &self,
+        generate: GenerateFn,
+        train_size: usize,
+        eval_size: usize,
+    ) -> DataSource {
+        DataSource::Generated {
+            generate,
+            seed: self.seed,
+            train_size: self.train_size.unwrap_or(train_size),
+            eval_size: self.eval_size.unwrap_or(eval_size),
+        }
+    }
 }
 
 type Builtin = (&'static str, fn(&LoadOptions) -> Environment, GenerateFn);

@@ -156,6 +156,28 @@ fn retries_server_errors_rate_limits_and_timeouts() {
 }
 
 #[test]
+fn resume_reruns_groups_that_never_reached_the_model() {
+    let mock = Mock::start(Behaviour::Reverse, Duration::ZERO);
+    mock.state.fail_500.store(1_000, Ordering::SeqCst);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = ["-n", "3", "-r", "2", "--max-retries", "0"];
+    let down = eval(&mock.url, "reverse-text", dir.path(), &args);
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("HTTP 500"));
+    assert_eq!(metadata(dir.path())["counts"]["errors"], 6);
+
+    mock.state.fail_500.store(0, Ordering::SeqCst);
+    ok(&eval(&mock.url, "reverse-text", dir.path(), &[&args[..], &["--resume"]].concat()));
+    let meta = metadata(dir.path());
+    assert_eq!(
+        (meta["counts"]["rollouts"].as_u64(), meta["counts"]["errors"].as_u64()),
+        (Some(6), Some(0)),
+        "{meta}"
+    );
+    assert_eq!(results(dir.path()).len(), 6);
+}
+
+#[test]
 fn api_key_comes_from_the_named_variable() {
     let mock = Mock::start(Behaviour::Reverse, Duration::ZERO);
     let dir = tempfile::tempdir().expect("tempdir");

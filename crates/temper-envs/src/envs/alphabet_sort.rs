@@ -20,9 +20,7 @@ use super::user_example;
 use crate::rewards::Format;
 use crate::rollout::{Interaction, RolloutState, Step};
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
-use crate::{
-    DataSource, EnvError, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits,
-};
+use crate::{EnvError, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "alphabet-sort";
@@ -142,12 +140,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         info: EnvInfo::builtin(NAME, VERSION, "Sort names alphabetically over several turns."),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Xml(TAG.to_owned()),
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(10_000),
-            eval_size: options.eval_size.unwrap_or(200),
-        },
+        data: options.generated(generate, 10_000, 200),
         interaction: Arc::new(AlphabetSort),
         rubric: Rubric::new().with("sorted_turns", 1.0, SortedTurns).with("format", 0.0, Format {}),
         limits: TurnLimits::turns(MAX_TURNS),

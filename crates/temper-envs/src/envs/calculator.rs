@@ -18,7 +18,7 @@ use super::user_example;
 use crate::rewards::MathEquiv;
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
 use crate::tools::{Calculator, ToolUse};
-use crate::{DataSource, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
+use crate::{EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "calculator";
@@ -66,12 +66,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         info: EnvInfo::builtin(NAME, VERSION, "Exact arithmetic with a calculator tool."),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Boxed,
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(10_000),
-            eval_size: options.eval_size.unwrap_or(200),
-        },
+        data: options.generated(generate, 10_000, 200),
         interaction: Arc::new(ToolUse::new(vec![Arc::new(Calculator)])),
         rubric: Rubric::new().with("math_equiv", 1.0, MathEquiv {}).with(
             "tool_calls",

@@ -14,7 +14,7 @@ use serde_json::{Map, json};
 use super::user_example;
 use crate::rewards::{CodeTests, Format};
 use crate::rollout::SingleTurn;
-use crate::{DataSource, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
+use crate::{EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "code";
@@ -87,12 +87,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         info: EnvInfo::builtin(NAME, VERSION, "Python programs judged by stdin/stdout tests."),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Code,
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(BANK.len() * 10),
-            eval_size: options.eval_size.unwrap_or(BANK.len()),
-        },
+        data: options.generated(generate, BANK.len() * 10, BANK.len()),
         interaction: Arc::new(SingleTurn),
         rubric: Rubric::new().with("code_tests", 1.0, CodeTests::default()).with(
             "format",

@@ -16,7 +16,7 @@ use serde_json::Map;
 use super::user_example;
 use crate::rewards::{Format, MathEquiv};
 use crate::rollout::SingleTurn;
-use crate::{DataSource, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
+use crate::{EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "math";
@@ -141,12 +141,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         ),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Boxed,
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(10_000),
-            eval_size: options.eval_size.unwrap_or(200),
-        },
+        data: options.generated(generate, 10_000, 200),
         interaction: Arc::new(SingleTurn),
         rubric: Rubric::new().with("math_equiv", 1.0, MathEquiv {}).with("format", 0.0, Format {}),
         limits: TurnLimits::single_turn(),

@@ -16,7 +16,7 @@ use serde_json::{Map, json};
 use super::user_example;
 use crate::rewards::McqLetter;
 use crate::rollout::SingleTurn;
-use crate::{DataSource, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
+use crate::{EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "mcq";
@@ -156,12 +156,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         info: EnvInfo::builtin(NAME, VERSION, "Multiple-choice questions with shuffled options."),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Raw,
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(BANK.len() * 10),
-            eval_size: options.eval_size.unwrap_or(BANK.len()),
-        },
+        data: options.generated(generate, BANK.len() * 10, BANK.len()),
         interaction: Arc::new(SingleTurn),
         rubric: Rubric::new().with("mcq_letter", 1.0, McqLetter::default()),
         limits: TurnLimits::single_turn(),

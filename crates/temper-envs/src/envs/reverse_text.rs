@@ -15,7 +15,7 @@ use serde_json::Map;
 use super::user_example;
 use crate::rewards::{Format, LcsRatio};
 use crate::rollout::SingleTurn;
-use crate::{DataSource, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
+use crate::{EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "reverse-text";
@@ -38,12 +38,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         info: EnvInfo::builtin(NAME, VERSION, "Reverse a short string; reward is the LCS ratio."),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Xml("reversed_text".to_owned()),
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(10_000),
-            eval_size: options.eval_size.unwrap_or(200),
-        },
+        data: options.generated(generate, 10_000, 200),
         interaction: Arc::new(SingleTurn),
         rubric: Rubric::new().with("lcs_ratio", 1.0, LcsRatio {}).with("format", 0.0, Format {}),
         limits: TurnLimits::single_turn(),

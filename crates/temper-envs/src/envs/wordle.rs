@@ -23,9 +23,7 @@ use super::user_example;
 use crate::rewards::Format;
 use crate::rollout::{Interaction, RolloutState, Step};
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
-use crate::{
-    DataSource, EnvError, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits,
-};
+use crate::{EnvError, EnvInfo, Environment, Example, LoadOptions, Parser, Rubric, TurnLimits};
 
 /// Registered name.
 pub const NAME: &str = "wordle";
@@ -207,12 +205,7 @@ pub fn environment(options: &LoadOptions) -> Environment {
         ),
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: parser(),
-        data: DataSource::Generated {
-            generate,
-            seed: options.seed,
-            train_size: options.train_size.unwrap_or(10_000),
-            eval_size: options.eval_size.unwrap_or(200),
-        },
+        data: options.generated(generate, 10_000, 200),
         interaction: Arc::new(Wordle),
         rubric: Rubric::new()
             .with("wordle_win", 1.0, Win)
