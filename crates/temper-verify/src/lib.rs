@@ -1,7 +1,7 @@
 //! Pure answer checkers: given a model's text and a reference, say how right it is.
 //!
 //! `temper-verify` owns text extraction (think blocks, `\boxed{}`, answer markers), string
-//! similarity (LCS ratio), multiple-choice letters, a simple math-answer checker, and the
+//! similarity (LCS ratio), multiple-choice letters, the math answer verifier, and the
 //! [`code::CodeRunner`] trait through which code tests are run. Everything here is a pure function
 //! of its inputs: no network, no files, no processes, no clocks. Code is executed only by whatever
 //! implements `CodeRunner` (the sandbox), never by this crate. It knows nothing about models,

@@ -1,0 +1,190 @@
+//! Text-level clean-up of an answer before parsing: presentation LaTeX, units, degree signs,
+//! thousands separators, punctuation.
+
+/// Commands whose braced argument is text.
+const TEXT_COMMANDS: &[&str] = &[
+    "\\text",
+    "\\textbf",
+    "\\textit",
+    "\\textrm",
+    "\\mathrm",
+    "\\mbox",
+    "\\operatorname",
+    "\\mathbf",
+];
+
+/// Words that end an answer but carry no value ("5 cm", "12 dollars").
+fn is_unit_word(word: &str) -> bool {
+    word.len() >= 2
+        && word.chars().all(|c| c.is_ascii_alphabetic() || c == '.')
+        && !matches!(
+            word,
+            "pi" | "or"
+                | "and"
+                | "sqrt"
+                | "inf"
+                | "infty"
+                | "ln"
+                | "log"
+                | "sin"
+                | "cos"
+                | "tan"
+                | "exp"
+        )
+}
+
+fn closing_brace(s: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Unwraps `\text{...}`-style groups. A text group right after a number or a closing bracket is
+/// a unit and is dropped (with a following `^2`/`^3`); elsewhere its content is kept.
+fn unwrap_text(s: &str) -> String {
+    let mut out = s.to_owned();
+    let mut guard = 0;
+    while let Some((start, cmd)) = TEXT_COMMANDS
+        .iter()
+        .filter_map(|c| out.find(&format!("{c}{{")).map(|i| (i, *c)))
+        .min_by_key(|(i, _)| *i)
+    {
+        guard += 1;
+        if guard > 1000 {
+            break;
+        }
+        let inner_start = start + cmd.len() + 1;
+        let Some(len) = closing_brace(&out[inner_start..]) else { break };
+        let inner = out[inner_start..inner_start + len].to_owned();
+        let mut end = inner_start + len + 1;
+        let before = out[..start].trim_end();
+        let is_unit = cmd != "\\operatorname"
+            && inner.trim().chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && inner.trim().chars().count() > 1
+            && before.chars().last().is_some_and(|c| c.is_ascii_digit() || c == ')' || c == '}');
+        let replacement = if is_unit {
+            for exp in ["^2", "^3", "^{2}", "^{3}"] {
+                if out[end..].starts_with(exp) {
+                    end += exp.len();
+                }
+            }
+            String::new()
+        } else if cmd == "\\operatorname" {
+            format!("\\{}", inner.trim())
+        } else {
+            inner
+        };
+        out.replace_range(start..end, &replacement);
+    }
+    out
+}
+
+fn is_thousands_grouped(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let int_part = digits.split('.').next().unwrap_or("");
+    let groups: Vec<&str> = int_part.split(',').collect();
+    groups.len() > 1
+        && (1..=3).contains(&groups[0].len())
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && groups.iter().all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+        && digits.split('.').nth(1).is_none_or(|f| f.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Normalises an answer's text for parsing.
+pub fn normalize(answer: &str) -> String {
+    let mut s = answer.trim().to_owned();
+    for (from, to) in [
+        ("\\left.", ""),
+        ("\\right.", ""),
+        ("\\$", ""),
+        ("$", ""),
+        ("\\(", ""),
+        ("\\)", ""),
+        ("\\[", ""),
+        ("\\]", ""),
+        ("{,}", ","),
+        ("\\!", ""),
+        ("^\\circ", ""),
+        ("^{\\circ}", ""),
+        ("^{\\circ }", ""),
+        ("\\circ", ""),
+        ("°", ""),
+        ("\\degree", ""),
+        ("\\displaystyle", ""),
+        ("\\dfrac", "\\frac"),
+        ("\\tfrac", "\\frac"),
+        ("\\le ", "\\le "),
+    ] {
+        if s.contains(from) {
+            s = s.replace(from, to);
+        }
+    }
+    s = unwrap_text(&s);
+    // "1 or 2", "x=1 and x=2": alternatives are a list.
+    for word in [" or ", " and ", "\\text{ or }", "\\quad\\text{or}\\quad"] {
+        if s.contains(word) {
+            s = s.replace(word, ",");
+        }
+    }
+    if let Some(rest) = s.strip_suffix(" percent") {
+        s = format!("{rest}\\%");
+    }
+    // Trailing unit words after a value: "5 cm", "12 dollars".
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.len() > 1 {
+        let keep = words.iter().rposition(|w| !is_unit_word(w)).map_or(0, |i| i + 1);
+        if keep > 0 && keep < words.len() {
+            let head = words[..keep].join(" ");
+            if head.chars().last().is_some_and(|c| c.is_ascii_digit() || c == ')' || c == '}') {
+                s = head;
+            }
+        }
+    }
+    let mut s = s.trim().trim_end_matches(['.', ',', ';']).trim().to_owned();
+    let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if is_thousands_grouped(&compact) {
+        s = compact.replace(',', "");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_table() {
+        let cases = [
+            ("$\\dfrac{1}{2}$", "\\frac{1}{2}"),
+            ("5\\text{ cm}", "5"),
+            ("10\\text{ cm}^2", "10"),
+            ("\\text{Monday}", "Monday"),
+            ("\\text{(C)}", "(C)"),
+            ("90^\\circ", "90"),
+            ("1,000,000", "1000000"),
+            ("1, 000", "1000"),
+            ("1,2", "1,2"),
+            ("12 dollars", "12"),
+            ("x = 3.", "x = 3"),
+            ("3 or 4", "3,4"),
+            ("\\mathrm{e}^2", "e^2"),
+            ("50 percent", "50\\%"),
+            ("\\$4.50", "4.50"),
+            ("x y", "x y"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize(input), want, "{input}");
+        }
+    }
+}

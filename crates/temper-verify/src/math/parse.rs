@@ -1,0 +1,818 @@
+//! LaTeX and plain math into an [`Expr`], bounded in depth and in work.
+
+use super::expr::{Budget, Expr, Func, Rel};
+use super::value::Rational;
+
+/// Deepest nesting the parser follows.
+pub const MAX_DEPTH: usize = 100;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(String),
+    Letter(char),
+    Greek(&'static str),
+    Pi,
+    Inf,
+    EmptySet,
+    Func(Func),
+    Log,
+    Sqrt,
+    Frac,
+    Binom,
+    Plus,
+    Minus,
+    Star,
+    Slash,
+    Caret,
+    Underscore,
+    Bang,
+    Percent,
+    PlusMinus,
+    MinusPlus,
+    LParen,
+    RParen,
+    LBrack,
+    RBrack,
+    LBrace,
+    RBrace,
+    SetOpen,
+    SetClose,
+    Bar,
+    Comma,
+    Semicolon,
+    Amp,
+    RowSep,
+    Rel(Rel),
+    Cup,
+    MatBegin,
+    MatEnd,
+}
+
+const GREEK: &[&str] = &[
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "vartheta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Gamma",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Xi",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
+];
+
+const FUNCS: &[(&str, Func)] = &[
+    ("arcsin", Func::Asin),
+    ("arccos", Func::Acos),
+    ("arctan", Func::Atan),
+    ("sinh", Func::Sinh),
+    ("cosh", Func::Cosh),
+    ("tanh", Func::Tanh),
+    ("sin", Func::Sin),
+    ("cos", Func::Cos),
+    ("tan", Func::Tan),
+    ("cot", Func::Cot),
+    ("sec", Func::Sec),
+    ("csc", Func::Csc),
+    ("ln", Func::Ln),
+    ("exp", Func::Exp),
+    ("abs", Func::Abs),
+];
+
+/// Commands that change only presentation.
+const IGNORED: &[&str] = &[
+    "left",
+    "right",
+    "big",
+    "Big",
+    "bigg",
+    "Bigg",
+    "bigl",
+    "bigr",
+    "Bigl",
+    "Bigr",
+    "displaystyle",
+    "textstyle",
+    "quad",
+    "qquad",
+    "mathrm",
+    "mathbf",
+    "mathit",
+    "boldsymbol",
+    "limits",
+    "circ",
+    "degree",
+    "dagger",
+];
+
+fn command(name: &str) -> Option<Tok> {
+    if let Some((_, f)) = FUNCS.iter().find(|(n, _)| *n == name) {
+        return Some(Tok::Func(*f));
+    }
+    if let Some(g) = GREEK.iter().find(|g| **g == name) {
+        return Some(Tok::Greek(g));
+    }
+    Some(match name {
+        "pi" => Tok::Pi,
+        "infty" | "infinity" => Tok::Inf,
+        "emptyset" | "varnothing" => Tok::EmptySet,
+        "log" | "lg" => Tok::Log,
+        "sqrt" => Tok::Sqrt,
+        "frac" | "dfrac" | "tfrac" | "cfrac" => Tok::Frac,
+        "binom" | "dbinom" | "tbinom" | "choose" => Tok::Binom,
+        "cdot" | "times" | "ast" => Tok::Star,
+        "div" => Tok::Slash,
+        "pm" => Tok::PlusMinus,
+        "mp" => Tok::MinusPlus,
+        "le" | "leq" | "leqslant" => Tok::Rel(Rel::Le),
+        "ge" | "geq" | "geqslant" => Tok::Rel(Rel::Ge),
+        "lt" => Tok::Rel(Rel::Lt),
+        "gt" => Tok::Rel(Rel::Gt),
+        "ne" | "neq" => Tok::Rel(Rel::Ne),
+        "in" => Tok::Rel(Rel::In),
+        "approx" | "equiv" => Tok::Rel(Rel::Eq),
+        "cup" => Tok::Cup,
+        "lbrace" => Tok::SetOpen,
+        "rbrace" => Tok::SetClose,
+        "vert" | "lvert" | "rvert" | "mid" => Tok::Bar,
+        _ => return None,
+    })
+}
+
+/// Splits normalised text into tokens; `None` on anything unknown.
+fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        budget.spend(1).ok()?;
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                i += 1;
+            }
+            // Scientific notation: 1.5e3, 2E-4 (only when digits follow).
+            if i < chars.len() && matches!(chars[i], 'e' | 'E') {
+                let mut j = i + 1;
+                if j < chars.len() && matches!(chars[j], '+' | '-') {
+                    j += 1;
+                }
+                if j < chars.len() && chars[j].is_ascii_digit() {
+                    while j < chars.len() && chars[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    i = j;
+                }
+            }
+            toks.push(Tok::Num(chars[start..i].iter().collect()));
+            continue;
+        }
+        if c == '\\' {
+            let next = *chars.get(i + 1)?;
+            if next.is_ascii_alphabetic() {
+                let start = i + 1;
+                i = start;
+                while i < chars.len() && chars[i].is_ascii_alphabetic() {
+                    i += 1;
+                }
+                let name: String = chars[start..i].iter().collect();
+                if name == "begin" || name == "end" {
+                    // \begin{pmatrix} and friends.
+                    let rest: String = chars[i..].iter().take(20).collect();
+                    let env = ["pmatrix", "bmatrix", "matrix", "Bmatrix", "smallmatrix", "array"]
+                        .iter()
+                        .find(|e| rest.starts_with(&format!("{{{e}}}")))?;
+                    i += env.len() + 2;
+                    if *env == "array" && name == "begin" && chars.get(i) == Some(&'{') {
+                        // Skip the column spec of an array.
+                        while i < chars.len() && chars[i] != '}' {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    toks.push(if name == "begin" { Tok::MatBegin } else { Tok::MatEnd });
+                    continue;
+                }
+                if IGNORED.contains(&name.as_str()) {
+                    continue;
+                }
+                toks.push(command(&name)?);
+                continue;
+            }
+            i += 2;
+            match next {
+                '{' => toks.push(Tok::SetOpen),
+                '}' => toks.push(Tok::SetClose),
+                '\\' => toks.push(Tok::RowSep),
+                '%' => toks.push(Tok::Percent),
+                '|' => toks.push(Tok::Bar),
+                ',' | ';' | '!' | ':' | ' ' | '>' => {}
+                _ => return None,
+            }
+            continue;
+        }
+        if c.is_ascii_alphabetic() {
+            // Named functions and constants written without a backslash.
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut rest = word.as_str();
+            while !rest.is_empty() {
+                budget.spend(1).ok()?;
+                let known = ["sqrt", "infinity", "inf", "pi", "log"]
+                    .iter()
+                    .copied()
+                    .chain(FUNCS.iter().map(|(n, _)| *n))
+                    .find(|n| rest.starts_with(n));
+                match known {
+                    Some(name) => {
+                        toks.push(match name {
+                            "sqrt" => Tok::Sqrt,
+                            "inf" | "infinity" => Tok::Inf,
+                            "pi" => Tok::Pi,
+                            "log" => Tok::Log,
+                            _ => command(name)?,
+                        });
+                        rest = &rest[name.len()..];
+                    }
+                    None => {
+                        toks.push(Tok::Letter(rest.chars().next()?));
+                        rest = &rest[1..];
+                    }
+                }
+            }
+            continue;
+        }
+        i += 1;
+        toks.push(match c {
+            '+' => Tok::Plus,
+            '-' | '−' | '–' => Tok::Minus,
+            '*' | '×' | '·' => Tok::Star,
+            '/' | '÷' => Tok::Slash,
+            '^' => Tok::Caret,
+            '_' => Tok::Underscore,
+            '!' => Tok::Bang,
+            '%' => Tok::Percent,
+            '±' => Tok::PlusMinus,
+            '(' => Tok::LParen,
+            ')' => Tok::RParen,
+            '[' => Tok::LBrack,
+            ']' => Tok::RBrack,
+            '{' => Tok::LBrace,
+            '}' => Tok::RBrace,
+            '|' => Tok::Bar,
+            ',' => Tok::Comma,
+            ';' => Tok::Semicolon,
+            '&' => Tok::Amp,
+            '=' => Tok::Rel(Rel::Eq),
+            '<' => {
+                if chars.get(i) == Some(&'=') {
+                    i += 1;
+                    Tok::Rel(Rel::Le)
+                } else {
+                    Tok::Rel(Rel::Lt)
+                }
+            }
+            '>' => {
+                if chars.get(i) == Some(&'=') {
+                    i += 1;
+                    Tok::Rel(Rel::Ge)
+                } else {
+                    Tok::Rel(Rel::Gt)
+                }
+            }
+            '≤' => Tok::Rel(Rel::Le),
+            '≥' => Tok::Rel(Rel::Ge),
+            '≠' => Tok::Rel(Rel::Ne),
+            '∈' => Tok::Rel(Rel::In),
+            '∪' => Tok::Cup,
+            'π' => Tok::Pi,
+            '∞' => Tok::Inf,
+            '∅' => Tok::EmptySet,
+            '√' => Tok::Sqrt,
+            _ => return None,
+        });
+    }
+    Some(toks)
+}
+
+struct Parser<'b> {
+    toks: Vec<Tok>,
+    pos: usize,
+    depth: usize,
+    budget: &'b mut Budget,
+}
+
+type P<T> = Option<T>;
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+
+    fn eat(&mut self, t: &Tok) -> bool {
+        if self.peek() == Some(t) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn next(&mut self) -> P<Tok> {
+        self.budget.spend(1).ok()?;
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> P<T>) -> P<T> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
+        let v = f(self);
+        self.depth -= 1;
+        v
+    }
+
+    /// Comma- or semicolon-separated items up to (not including) a closing token.
+    fn list(&mut self, closers: &[Tok]) -> P<Vec<Expr>> {
+        let mut items = Vec::new();
+        if self.peek().is_some_and(|t| closers.contains(t)) {
+            return Some(items);
+        }
+        loop {
+            items.push(self.union()?);
+            if self.eat(&Tok::Comma) || self.eat(&Tok::Semicolon) {
+                continue;
+            }
+            return Some(items);
+        }
+    }
+
+    fn union(&mut self) -> P<Expr> {
+        let first = self.relation()?;
+        if self.peek() != Some(&Tok::Cup) {
+            return Some(first);
+        }
+        let mut parts = vec![first];
+        while self.eat(&Tok::Cup) {
+            parts.push(self.relation()?);
+        }
+        Some(Expr::Union(parts))
+    }
+
+    fn relation(&mut self) -> P<Expr> {
+        let mut lhs = self.sum()?;
+        while let Some(Tok::Rel(r)) = self.peek().cloned() {
+            self.pos += 1;
+            let rhs = self.sum()?;
+            lhs = Expr::Rel(r, Box::new(lhs), Box::new(rhs));
+        }
+        Some(lhs)
+    }
+
+    fn sum(&mut self) -> P<Expr> {
+        let mut terms = vec![self.term()?];
+        loop {
+            match self.peek() {
+                Some(Tok::Plus) => {
+                    self.pos += 1;
+                    terms.push(self.term()?);
+                }
+                Some(Tok::Minus) => {
+                    self.pos += 1;
+                    terms.push(Expr::Neg(Box::new(self.term()?)));
+                }
+                Some(Tok::PlusMinus | Tok::MinusPlus) => {
+                    self.pos += 1;
+                    let rest = self.term()?;
+                    let base = if terms.len() == 1 {
+                        terms.pop()?
+                    } else {
+                        Expr::Add(std::mem::take(&mut terms))
+                    };
+                    terms.push(Expr::PlusMinus(Box::new(base), Box::new(rest)));
+                }
+                _ => break,
+            }
+        }
+        Some(if terms.len() == 1 { terms.pop()? } else { Expr::Add(terms) })
+    }
+
+    fn starts_atom(t: &Tok) -> bool {
+        matches!(
+            t,
+            Tok::Num(_)
+                | Tok::Letter(_)
+                | Tok::Greek(_)
+                | Tok::Pi
+                | Tok::Inf
+                | Tok::Func(_)
+                | Tok::Log
+                | Tok::Sqrt
+                | Tok::Frac
+                | Tok::Binom
+                | Tok::LParen
+                | Tok::LBrace
+        )
+    }
+
+    fn term(&mut self) -> P<Expr> {
+        let mut factors = vec![self.unary()?];
+        loop {
+            match self.peek() {
+                Some(Tok::Star) => {
+                    self.pos += 1;
+                    factors.push(self.unary()?);
+                }
+                Some(Tok::Slash) => {
+                    self.pos += 1;
+                    let num = if factors.len() == 1 {
+                        factors.pop()?
+                    } else {
+                        Expr::Mul(std::mem::take(&mut factors))
+                    };
+                    let den = self.unary()?;
+                    factors.push(Expr::Div(Box::new(num), Box::new(den)));
+                }
+                Some(t) if Self::starts_atom(t) => factors.push(self.power()?),
+                _ => break,
+            }
+        }
+        Some(if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) })
+    }
+
+    fn unary(&mut self) -> P<Expr> {
+        match self.peek() {
+            Some(Tok::Minus) => {
+                self.pos += 1;
+                self.nested(|p| p.unary().map(|e| Expr::Neg(Box::new(e))))
+            }
+            Some(Tok::Plus) => {
+                self.pos += 1;
+                self.nested(Self::unary)
+            }
+            Some(Tok::PlusMinus) => {
+                self.pos += 1;
+                let e = self.nested(Self::unary)?;
+                Some(Expr::PlusMinus(Box::new(Expr::Num(Rational::int(0))), Box::new(e)))
+            }
+            _ => self.power(),
+        }
+    }
+
+    fn power(&mut self) -> P<Expr> {
+        let base = self.postfix()?;
+        if self.eat(&Tok::Caret) {
+            let exponent = self.nested(Self::exponent)?;
+            let mut e = Expr::Pow(Box::new(base), Box::new(exponent));
+            while self.eat(&Tok::Bang) {
+                e = Expr::Factorial(Box::new(e));
+            }
+            return Some(e);
+        }
+        Some(base)
+    }
+
+    /// The exponent after `^`: a braced group, or one signed atom (`2^-1`, `x^2`, `e^{i\pi}`).
+    fn exponent(&mut self) -> P<Expr> {
+        match self.peek() {
+            Some(Tok::Minus) => {
+                self.pos += 1;
+                self.nested(Self::exponent).map(|e| Expr::Neg(Box::new(e)))
+            }
+            Some(Tok::Num(n)) if n.len() > 1 && !n.contains('.') => {
+                // `x^23` in LaTeX is x²·3? No: TeX takes one character, but people mean 23.
+                let n = n.clone();
+                self.pos += 1;
+                Self::number(&n)
+            }
+            _ => self.power(),
+        }
+    }
+
+    fn postfix(&mut self) -> P<Expr> {
+        let mut e = self.atom()?;
+        loop {
+            match self.peek() {
+                Some(Tok::Bang) => {
+                    self.pos += 1;
+                    e = Expr::Factorial(Box::new(e));
+                }
+                Some(Tok::Percent) => {
+                    self.pos += 1;
+                    e = Expr::Percent(Box::new(e));
+                }
+                _ => return Some(e),
+            }
+        }
+    }
+
+    fn number(text: &str) -> P<Expr> {
+        match Rational::parse_decimal(text) {
+            Some(q) => Some(Expr::Num(q)),
+            None => text.parse::<f64>().ok().filter(|x| x.is_finite()).map(Expr::Float),
+        }
+    }
+
+    /// One argument of a LaTeX command: a braced group, or a single character (`\frac12`).
+    fn arg(&mut self) -> P<Expr> {
+        match self.peek().cloned() {
+            Some(Tok::LBrace) => {
+                self.pos += 1;
+                let e = self.nested(|p| p.union())?;
+                self.eat(&Tok::RBrace).then_some(e)
+            }
+            Some(Tok::Num(n)) if n.len() > 1 => {
+                // `\frac12`: one digit per argument.
+                let (first, rest) = n.split_at(1);
+                self.toks[self.pos] = Tok::Num(rest.to_owned());
+                self.budget.spend(1).ok()?;
+                Self::number(first)
+            }
+            _ => self.nested(Self::postfix),
+        }
+    }
+
+    /// The argument of a function such as `\sin`: parenthesised, braced, or the next power.
+    fn func_arg(&mut self) -> P<Expr> {
+        self.nested(Self::power)
+    }
+
+    fn atom(&mut self) -> P<Expr> {
+        let t = self.next()?;
+        match t {
+            Tok::Num(n) => Self::number(&n),
+            Tok::Letter(c) => {
+                let mut name = c.to_string();
+                if self.eat(&Tok::Underscore) {
+                    match self.next()? {
+                        Tok::Num(n) => name.push_str(&format!("_{n}")),
+                        Tok::Letter(l) => name.push_str(&format!("_{l}")),
+                        Tok::LBrace => {
+                            let mut sub = String::new();
+                            while let Some(t) = self.next() {
+                                match t {
+                                    Tok::RBrace => break,
+                                    Tok::Num(n) => sub.push_str(&n),
+                                    Tok::Letter(l) => sub.push(l),
+                                    _ => return None,
+                                }
+                            }
+                            name.push_str(&format!("_{sub}"));
+                        }
+                        _ => return None,
+                    }
+                    return Some(Expr::Sym(name));
+                }
+                Some(match c {
+                    'e' => Expr::E,
+                    'i' => Expr::I,
+                    _ => Expr::Sym(name),
+                })
+            }
+            Tok::Greek(g) => Some(Expr::Sym(g.to_owned())),
+            Tok::Pi => Some(Expr::Pi),
+            Tok::Inf => Some(Expr::Inf),
+            Tok::EmptySet => Some(Expr::EmptySet),
+            Tok::LParen => self.nested(|p| {
+                let items = p.list(&[Tok::RParen, Tok::RBrack])?;
+                match p.next()? {
+                    Tok::RParen if items.len() == 1 => items.into_iter().next(),
+                    Tok::RParen if !items.is_empty() => Some(Expr::Tuple(items)),
+                    Tok::RBrack if items.len() == 2 => {
+                        let mut it = items.into_iter();
+                        Some(Expr::Interval(
+                            Box::new(it.next()?),
+                            Box::new(it.next()?),
+                            false,
+                            true,
+                        ))
+                    }
+                    _ => None,
+                }
+            }),
+            Tok::LBrack => self.nested(|p| {
+                let items = p.list(&[Tok::RParen, Tok::RBrack])?;
+                match p.next()? {
+                    Tok::RBrack if items.len() == 2 => {
+                        let mut it = items.into_iter();
+                        Some(Expr::Interval(Box::new(it.next()?), Box::new(it.next()?), true, true))
+                    }
+                    Tok::RBrack if items.len() == 1 => items.into_iter().next(),
+                    Tok::RBrack if !items.is_empty() => Some(Expr::Tuple(items)),
+                    Tok::RParen if items.len() == 2 => {
+                        let mut it = items.into_iter();
+                        Some(Expr::Interval(
+                            Box::new(it.next()?),
+                            Box::new(it.next()?),
+                            true,
+                            false,
+                        ))
+                    }
+                    _ => None,
+                }
+            }),
+            Tok::LBrace => self.nested(|p| {
+                let items = p.list(&[Tok::RBrace])?;
+                if !p.eat(&Tok::RBrace) {
+                    return None;
+                }
+                match items.len() {
+                    0 => None,
+                    1 => items.into_iter().next(),
+                    _ => Some(Expr::List(items)),
+                }
+            }),
+            Tok::SetOpen => self.nested(|p| {
+                let items = p.list(&[Tok::SetClose])?;
+                if !p.eat(&Tok::SetClose) {
+                    return None;
+                }
+                Some(if items.is_empty() { Expr::EmptySet } else { Expr::Set(items) })
+            }),
+            Tok::Bar => self.nested(|p| {
+                let inner = p.sum()?;
+                p.eat(&Tok::Bar).then(|| Expr::Apply(Func::Abs, Box::new(inner)))
+            }),
+            Tok::Frac => {
+                let num = self.arg()?;
+                let den = self.arg()?;
+                Some(Expr::Div(Box::new(num), Box::new(den)))
+            }
+            Tok::Binom => {
+                let n = self.arg()?;
+                let k = self.arg()?;
+                Some(Expr::Binom(Box::new(n), Box::new(k)))
+            }
+            Tok::Sqrt => {
+                if self.eat(&Tok::LBrack) {
+                    let n = self.nested(|p| p.sum())?;
+                    if !self.eat(&Tok::RBrack) {
+                        return None;
+                    }
+                    let x = self.arg()?;
+                    return Some(Expr::Root(Box::new(n), Box::new(x)));
+                }
+                let x = self.arg()?;
+                Some(Expr::Apply(Func::Sqrt, Box::new(x)))
+            }
+            Tok::Func(f) => {
+                // \sin^2 x means (\sin x)^2.
+                let power =
+                    if self.eat(&Tok::Caret) { Some(self.nested(Self::exponent)?) } else { None };
+                let x = self.func_arg()?;
+                let applied = Expr::Apply(f, Box::new(x));
+                Some(match power {
+                    Some(p) => Expr::Pow(Box::new(applied), Box::new(p)),
+                    None => applied,
+                })
+            }
+            Tok::Log => {
+                let base = if self.eat(&Tok::Underscore) { Some(self.arg()?) } else { None };
+                let power =
+                    if self.eat(&Tok::Caret) { Some(self.nested(Self::exponent)?) } else { None };
+                let x = self.func_arg()?;
+                // A bare log is the natural logarithm, as in SymPy and most graders.
+                let applied = match base {
+                    Some(b) => Expr::Log(Box::new(b), Box::new(x)),
+                    None => Expr::Apply(Func::Ln, Box::new(x)),
+                };
+                Some(match power {
+                    Some(p) => Expr::Pow(Box::new(applied), Box::new(p)),
+                    None => applied,
+                })
+            }
+            Tok::MatBegin => self.nested(|p| {
+                let mut rows = vec![Vec::new()];
+                loop {
+                    match p.peek()? {
+                        Tok::MatEnd => {
+                            p.pos += 1;
+                            break;
+                        }
+                        Tok::Amp => p.pos += 1,
+                        Tok::RowSep => {
+                            p.pos += 1;
+                            rows.push(Vec::new());
+                        }
+                        _ => {
+                            let e = p.sum()?;
+                            rows.last_mut()?.push(e);
+                        }
+                    }
+                }
+                if rows.last().is_some_and(Vec::is_empty) {
+                    rows.pop();
+                }
+                let width = rows.first()?.len();
+                (width > 0 && rows.iter().all(|r| r.len() == width)).then_some(Expr::Matrix(rows))
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Parses normalised answer text; `None` when it is not math this parser understands, or when
+/// the budget or nesting limit is reached.
+pub fn parse(text: &str, budget: &mut Budget) -> Option<Expr> {
+    let toks = lex(text, budget)?;
+    if toks.is_empty() {
+        return None;
+    }
+    let mut p = Parser { toks, pos: 0, depth: 0, budget };
+    let items = p.list(&[])?;
+    if p.pos != p.toks.len() {
+        return None;
+    }
+    match items.len() {
+        0 => None,
+        1 => items.into_iter().next(),
+        _ => Some(Expr::List(items)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(text: &str) -> String {
+        parse(text, &mut Budget::new(100_000)).map_or_else(|| "none".to_owned(), |e| e.to_string())
+    }
+
+    #[test]
+    fn shapes() {
+        let cases = [
+            ("1+2", "(1 + 2)"),
+            ("2x", "(2·x)"),
+            ("-2^2", "-(2)^(2)"),
+            ("2^-1", "(2)^(-1)"),
+            ("\\frac12", "(1)/(2)"),
+            ("\\frac{1}{2}x", "((1)/(2)·x)"),
+            ("\\sqrt[3]{8}", "root_3(8)"),
+            ("(1,2]", "(1, 2]"),
+            ("[0,\\infty)", "[0, ∞)"),
+            ("(1,2)", "tuple(1, 2)"),
+            ("\\{1,2\\}", "{1, 2}"),
+            ("1, 2", "list(1, 2)"),
+            ("x=5", "x Eq 5"),
+            ("1\\pm\\sqrt{2}", "1 ± Sqrt(2)"),
+            ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "matrix[1, 2; 3, 4]"),
+            ("|x-1|", "Abs((x + -1))"),
+            ("50\\%", "50%"),
+            ("5!", "(5)!"),
+            ("\\log_2 8", "log_2(8)"),
+            ("x_1", "x_1"),
+            ("sinx", "Sin(x)"),
+            ("1.5e3", "1500"),
+            ("(-\\infty,1)\\cup(2,\\infty)", "tuple(-∞, 1) ∪ tuple(2, ∞)"),
+            ("\\frac{1}{", "none"),
+            ("\\unknowncommand", "none"),
+            ("(1", "none"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(show(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn depth_and_budget_are_bounded() {
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(show(&deep), "none");
+        let long = "1+".repeat(100_000) + "1";
+        assert!(parse(&long, &mut Budget::new(10_000)).is_none());
+    }
+}
