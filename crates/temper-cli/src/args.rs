@@ -128,8 +128,14 @@ pub struct EvalArgs {
     #[arg(long, value_name = "NAME")]
     pub judge_model_name: Option<String>,
 
+    /// Name of the environment variable holding the judge's API key (the evaluated model's key
+    /// is never sent to another server).
+    #[arg(long, value_name = "VAR")]
+    pub judge_api_key_var: Option<String>,
+
     /// Run model-written code (code environments, `script` rewards, the python tool) as plain
-    /// processes of this user, with no isolation. Only for code you trust.
+    /// processes of this user, with no isolation, and let external environments start their
+    /// process. Only for code you trust.
     #[arg(long)]
     pub allow_unsandboxed_code: bool,
 }

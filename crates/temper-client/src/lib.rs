@@ -18,6 +18,9 @@ use temper_envs::{ChatModel, ChatRequest, ModelError, ModelReply};
 use temper_protocol::{FinishReason, Message, Role, ToolCall, Usage};
 use tokio::sync::Semaphore;
 
+/// Largest response body accepted from a server.
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+
 /// When and how often to retry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -156,7 +159,19 @@ impl OpenAiClient {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64);
-        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
+        let mut response = response;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(&e))? {
+            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                let message = format!("the reply is larger than {MAX_BODY_BYTES} bytes");
+                return Err((
+                    ModelError::InvalidReply { url: self.url.clone(), message },
+                    false,
+                    None,
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         if !status.is_success() {
             let code = status.as_u16();
             let retry = code == 408 || code == 429 || status.is_server_error();

@@ -116,7 +116,17 @@ impl Environment {
             (0..group_size).map(|i| self.rollout(model, example, i, sampling, services)),
         )
         .await;
-        self.rubric.score_group(example, &self.parser, &mut rollouts, services).await;
+        self.score_group(example, &mut rollouts, services).await;
         rollouts
+    }
+
+    /// Scores rollouts of one example as a group, in place (see [`Rubric::score_group`]).
+    pub async fn score_group(
+        &self,
+        example: &Example,
+        rollouts: &mut [Rollout],
+        services: &Services,
+    ) {
+        self.rubric.score_group(example, &self.parser, rollouts, services).await;
     }
 }

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use temper_protocol::{Rollout, SCHEMA_VERSION, SamplingParams};
 
 use crate::stats::{Summary, summarize};
-use crate::{ChatModel, EnvError, Environment, LoadOptions, Services, Split};
+use crate::{ChatModel, EnvError, Environment, Example, LoadOptions, Services, Split};
 
 /// Results file name.
 pub const RESULTS: &str = "results.jsonl";
@@ -50,10 +50,14 @@ pub struct EvalConfig {
     pub model_url: String,
     /// Model name sent to the server.
     pub model_name: String,
+    /// The judge model (URL and name) of `llm_judge` rewards, when it differs from the model.
+    pub judge: Option<(String, String)>,
+    /// Which code runner runs model-written code (`null` when there is none).
+    pub code_runner: Option<String>,
     /// Options the environment was loaded with.
     #[serde(skip)]
     pub load: LoadOptions,
-    /// Requests in flight at most (not part of the configuration checked on resume).
+    /// Rollouts in flight at most (not part of the configuration checked on resume).
     #[serde(skip)]
     pub concurrency: usize,
 }
@@ -213,6 +217,25 @@ fn differences(old: &Value, new: &Value, prefix: &str, out: &mut Vec<String>) {
     }
 }
 
+/// Runs the rollouts of one example, each after taking a permit of `gate`, and scores the group.
+async fn gated_group(
+    env: &Environment,
+    model: &dyn ChatModel,
+    example: &Example,
+    config: &EvalConfig,
+    services: &Services,
+    gate: &tokio::sync::Semaphore,
+) -> Vec<Rollout> {
+    let r = config.rollouts_per_example.max(1);
+    let mut rollouts = futures::future::join_all((0..r).map(|i| async move {
+        let _permit = gate.acquire().await.expect("the gate is never closed");
+        env.rollout(model, example, i, &config.sampling, services).await
+    }))
+    .await;
+    env.score_group(example, &mut rollouts, services).await;
+    rollouts
+}
+
 /// Runs (or resumes) an evaluation into `dir`. `on_progress` is called after every group.
 pub async fn run(
     env: &Environment,
@@ -294,8 +317,11 @@ pub async fn run(
     let (mut reward_sum, mut rollout_count) = (0.0, 0usize);
     let mut model_failures: Option<String> = None;
     let mut all_model_failed = true;
+    // At most `concurrency` rollouts run at once, each with at most one request in flight; a
+    // rollout's own time limit starts only when it gets its turn.
+    let gate = tokio::sync::Semaphore::new(config.concurrency.max(1));
     let mut groups = futures::stream::iter(todo)
-        .map(|example| env.run_group(model, example, r, &config.sampling, services))
+        .map(|example| gated_group(env, model, example, config, services, &gate))
         .buffer_unordered(in_flight);
     while let Some(group) = groups.next().await {
         let mut lines = Vec::new();
@@ -335,7 +361,11 @@ pub async fn run(
                "rollouts_per_example": r}),
     );
     map.insert("error_rate".into(), json!(summary.error_rate));
-    map.insert("reward".into(), json!({"mean": summary.reward_mean, "std": summary.reward_std}));
+    map.insert(
+        "reward".into(),
+        json!({"mean": summary.reward_mean, "std": summary.reward_std,
+               "mean_without_errors": summary.reward_mean_without_errors}),
+    );
     map.insert("scores".into(), json!(summary.scores));
     map.insert("pass_at_k".into(), json!(summary.pass_at_k));
     map.insert("pass_threshold".into(), json!(config.pass_threshold));

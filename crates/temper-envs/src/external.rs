@@ -29,8 +29,9 @@
 //! - An error is `{"id": N, "error": "message"}`; it fails that rollout, not the run.
 //!
 //! The process is started on first use, in the package folder, and killed when the environment
-//! is dropped. A response line longer than 16 MiB, or a process that exits, fails every
-//! request in flight with a message naming the command.
+//! is dropped. A response line longer than 16 MiB, a line that is not a JSON object, or a process
+//! that exits ends the process and fails every request in flight with a message naming the
+//! command. Each call must be answered within the call timeout (300 s).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -43,8 +44,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use temper_protocol::Message;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin};
-use tokio::sync::{Mutex, OnceCell, oneshot};
+use tokio::process::Child;
+use tokio::sync::{OnceCell, mpsc, oneshot};
 
 use crate::EnvError;
 use crate::rollout::{Interaction, RolloutState, Step};
@@ -54,6 +55,9 @@ use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
 pub const MAX_LINE_BYTES: u64 = 16 << 20;
 
 type Pending = Arc<std::sync::Mutex<Option<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>>;
+
+/// Longest stderr line passed to the log.
+const MAX_LOG_LINE: u64 = 64 << 10;
 
 /// A running (or not yet started) external environment process.
 #[derive(Debug)]
@@ -65,15 +69,33 @@ pub struct ExternalProcess {
     next_id: AtomicU64,
 }
 
+/// The pipes of a started process. The process itself is owned by the task reading its
+/// responses, which kills it when the protocol breaks or when this connection is dropped.
 #[derive(Debug)]
 struct Connection {
-    stdin: Mutex<ChildStdin>,
+    /// Whole request lines, written by one task so a cancelled call never leaves half a line.
+    writer: mpsc::Sender<Vec<u8>>,
     pending: Pending,
-    _child: Child,
+    _shutdown: oneshot::Sender<()>,
+}
+
+/// Forgets a request when its call ends, however it ends.
+struct Forget<'a> {
+    pending: &'a Pending,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Some(map) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            map.remove(&self.id);
+        }
+    }
 }
 
 impl ExternalProcess {
-    /// A process to start from `command` (program and arguments) in `dir` on first use.
+    /// A process to start from `command` (program and arguments) in `dir` on first use; each
+    /// call (writing the request and reading its answer) must finish within `call_timeout`.
     pub fn new(command: Vec<String>, dir: PathBuf, call_timeout: Duration) -> Self {
         Self { command, dir, call_timeout, conn: OnceCell::new(), next_id: AtomicU64::new(1) }
     }
@@ -98,21 +120,37 @@ impl ExternalProcess {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| self.error(format!("cannot start: {e}")))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(self.error("cannot open the process's pipes"));
         };
         let pending: Pending = Arc::new(std::sync::Mutex::new(Some(HashMap::new())));
         let command = self.command.join(" ");
-        tokio::spawn(read_responses(stdout, Arc::clone(&pending), command.clone()));
+        let (writer, mut lines) = mpsc::channel::<Vec<u8>>(1024);
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(target: "temper_envs::external", command = %command, "{line}");
+            while let Some(line) = lines.recv().await {
+                if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
             }
         });
-        Ok(Connection { stdin: Mutex::new(stdin), pending, _child: child })
+        let (shutdown, stop) = oneshot::channel();
+        tokio::spawn(read_responses(stdout, Arc::clone(&pending), command.clone(), child, stop));
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr);
+            loop {
+                let mut line = Vec::new();
+                match (&mut reader).take(MAX_LOG_LINE).read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let text = String::from_utf8_lossy(&line);
+                        tracing::info!(target: "temper_envs::external", command = %command, "{}", text.trim_end());
+                    }
+                }
+            }
+        });
+        Ok(Connection { writer, pending, _shutdown: shutdown })
     }
 
     /// Sends one request and waits for its response.
@@ -127,43 +165,45 @@ impl ExternalProcess {
             };
             map.insert(id, tx);
         }
+        let _forget = Forget { pending: &conn.pending, id };
         let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "params": params}))
             .map_err(|e| self.error(format!("cannot encode the request: {e}")))?;
         line.push(b'\n');
-        {
-            let mut stdin = conn.stdin.lock().await;
-            let write = async {
-                stdin.write_all(&line).await?;
-                stdin.flush().await
-            };
-            if let Err(e) = write.await {
-                return Err(self.error(format!("cannot write to the process: {e}")));
-            }
-        }
-        match tokio::time::timeout(self.call_timeout, rx).await {
-            Err(_) => {
-                conn.pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_mut()
-                    .map(|m| m.remove(&id));
-                Err(self.error(format!(
-                    "no answer to `{method}` within {} s",
-                    self.call_timeout.as_secs_f64()
-                )))
-            }
-            Ok(Err(_)) => Err(self.error("the process has exited")),
-            Ok(Ok(Err(message))) => Err(self.error(format!("`{method}` failed: {message}"))),
-            Ok(Ok(Ok(value))) => Ok(value),
+        let exchange = async {
+            conn.writer.send(line).await.map_err(|_| "the process has exited".to_owned())?;
+            rx.await.map_err(|_| "the process has exited".to_owned())?
+        };
+        match tokio::time::timeout(self.call_timeout, exchange).await {
+            Err(_) => Err(self.error(format!(
+                "no answer to `{method}` within {} s",
+                self.call_timeout.as_secs_f64()
+            ))),
+            Ok(Err(message)) if message == "the process has exited" => Err(self.error(message)),
+            Ok(Err(message)) => Err(self.error(format!("`{method}` failed: {message}"))),
+            Ok(Ok(value)) => Ok(value),
         }
     }
 }
 
-async fn read_responses(stdout: tokio::process::ChildStdout, pending: Pending, command: String) {
+/// Reads responses and hands each to its caller. Ends (killing the process) when the process
+/// exits, breaks the protocol, or the connection is dropped; every request still waiting then
+/// fails with the reason.
+async fn read_responses(
+    stdout: tokio::process::ChildStdout,
+    pending: Pending,
+    command: String,
+    child: Child,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut reader = BufReader::new(stdout);
     let reason = loop {
         let mut buf = Vec::new();
-        match (&mut reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut buf).await {
+        let mut limited = (&mut reader).take(MAX_LINE_BYTES + 1);
+        let read = tokio::select! {
+            read = limited.read_until(b'\n', &mut buf) => read,
+            _ = &mut stop => break "the environment was dropped".to_owned(),
+        };
+        match read {
             Ok(0) => break "the process exited".to_owned(),
             Err(e) => break format!("cannot read from the process: {e}"),
             Ok(_) if buf.len() as u64 > MAX_LINE_BYTES => {
@@ -197,7 +237,8 @@ async fn read_responses(stdout: tokio::process::ChildStdout, pending: Pending, c
         }
     };
     tracing::warn!(target: "temper_envs::external", command = %command, "{reason}");
-    // Dropping the senders fails every request still waiting.
+    // Dropping the child kills it (kill_on_drop).
+    drop(child);
     if let Some(map) = pending.lock().unwrap_or_else(|p| p.into_inner()).take() {
         for (_, sender) in map {
             let _ = sender.send(Err(reason.clone()));

@@ -143,6 +143,40 @@ pub struct ManifestEnv {
     pub command: Vec<String>,
 }
 
+/// Resolves a path written in `environment.toml` to a regular file inside the package: the path
+/// must be relative, must not climb out (`..`), must not pass through an ignored folder (whose
+/// files are not hashed) and must not pass through or end at a symbolic link.
+pub fn resolve_file(dir: &Path, rel: &str) -> Result<PathBuf, String> {
+    let path = Path::new(rel);
+    let mut full = dir.to_owned();
+    for component in path.components() {
+        let std::path::Component::Normal(name) = component else {
+            return Err(format!("`{rel}` must be a relative path inside the package"));
+        };
+        if IGNORED.iter().any(|i| name == *i) {
+            return Err(format!(
+                "`{rel}` is inside an ignored folder ({}), which is not part of the package",
+                name.to_string_lossy()
+            ));
+        }
+        full.push(name);
+        match fs::symlink_metadata(&full) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(format!(
+                    "`{rel}` goes through a symbolic link ({}), which packages may not hold",
+                    full.display()
+                ));
+            }
+            Ok(_) => {}
+            Err(_) => return Err(format!("{} does not exist", full.display())),
+        }
+    }
+    if !full.is_file() {
+        return Err(format!("{} is not a file", full.display()));
+    }
+    Ok(full)
+}
+
 /// Whether `name` is a valid package name.
 pub fn valid_name(name: &str) -> bool {
     let b = name.as_bytes();
@@ -300,6 +334,16 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
             if env.command.is_empty() {
                 return Err(err("env.command", "an external environment needs a command".into()));
             }
+            if !options.allow_external {
+                return Err(err(
+                    "env.command",
+                    format!(
+                        "an external environment runs `{}` on this machine without a sandbox; allow it explicitly \
+                         (temper eval --allow-unsandboxed-code)",
+                        env.command.join(" ")
+                    ),
+                ));
+            }
             let process = Arc::new(ExternalProcess::new(
                 env.command.clone(),
                 dir.to_owned(),
@@ -369,15 +413,7 @@ fn data_source(
     let d = dataset.ok_or_else(|| err("dataset", "the [dataset] table is missing".into()))?;
     let seed = d.seed.unwrap_or(options.seed);
     let resolve = |field: &str, rel: &str| -> Result<PathBuf, EnvError> {
-        let path = Path::new(rel);
-        if path.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-            return Err(err(field, format!("`{rel}` must be a relative path inside the package")));
-        }
-        let full = dir.join(path);
-        if !full.is_file() {
-            return Err(err(field, format!("dataset file {} does not exist", full.display())));
-        }
-        Ok(full)
+        resolve_file(dir, rel).map_err(|m| err(field, format!("dataset file {m}")))
     };
     match (&d.generator, &d.train) {
         (Some(_), Some(_)) => {
@@ -427,16 +463,12 @@ pub struct ScriptTurns {
 
 impl ScriptTurns {
     fn load(dir: &Path, rel: &str) -> Result<Self, String> {
-        let path = Path::new(rel);
-        if path.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-            return Err(format!("`{rel}` must be a relative path inside the package"));
-        }
-        let language = match path.extension().and_then(|e| e.to_str()) {
+        let language = match Path::new(rel).extension().and_then(|e| e.to_str()) {
             Some("py") => Language::Python,
             Some("sh") => Language::Bash,
             _ => return Err(format!("`{rel}` must be a .py or .sh script")),
         };
-        let full = dir.join(path);
+        let full = resolve_file(dir, rel)?;
         let code = fs::read_to_string(&full)
             .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
         Ok(Self { path: rel.to_owned(), code, language })

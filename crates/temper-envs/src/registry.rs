@@ -16,6 +16,9 @@ pub struct LoadOptions {
     pub train_size: Option<usize>,
     /// Override of the number of generated eval examples.
     pub eval_size: Option<usize>,
+    /// Whether an external environment may start its process. Its command runs on this machine
+    /// with no sandbox, so the caller must opt in.
+    pub allow_external: bool,
 }
 
 impl LoadOptions {
@@ -65,7 +68,8 @@ pub fn load(spec: &str, options: &LoadOptions) -> Result<Environment, EnvError> 
         return package::load_dir(path, options);
     }
     if path.is_file() && path.file_name().is_some_and(|n| n == package::MANIFEST) {
-        return package::load_dir(path.parent().unwrap_or(Path::new(".")), options);
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        return package::load_dir(dir, options);
     }
     if let Some(builtin) = BUILTINS.iter().find(|b| b.0 == spec) {
         return Ok((builtin.1)(options));

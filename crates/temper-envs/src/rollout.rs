@@ -3,7 +3,8 @@
 //! A rollout alternates model turns and environment responses. After every model turn the stop
 //! conditions are checked in this order, and the first that holds ends the rollout:
 //!
-//! 1. the turn was truncated (`finish_reason = length`) → [`StopReason::Length`];
+//! 1. the turn was truncated (`finish_reason = length`) → [`StopReason::Length`], or
+//!    `TokenBudget` when the budget is spent (the turn was cut at what was left of it);
 //! 2. the interaction's own condition ([`Interaction::is_done`]) → `Completed`;
 //! 3. the turn limit → `MaxTurns`;
 //! 4. the completion-token budget → `TokenBudget` (each turn's `max_tokens` is also capped by what
@@ -207,8 +208,15 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
             message.role = Role::Assistant;
             state.completion.push(message);
 
+            let budget_spent =
+                limits.max_completion_tokens.is_some_and(|b| state.completion_tokens >= b);
             if reply.finish_reason == FinishReason::Length {
-                break 'rollout StopReason::Length;
+                // A turn cut at the rest of the budget ran out of budget, not of context.
+                break 'rollout if budget_spent {
+                    StopReason::TokenBudget
+                } else {
+                    StopReason::Length
+                };
             }
             if plan.interaction.is_done(&state) {
                 break 'rollout StopReason::Completed;
@@ -216,7 +224,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
             if state.turns >= limits.max_turns {
                 break 'rollout StopReason::MaxTurns;
             }
-            if limits.max_completion_tokens.is_some_and(|b| state.completion_tokens >= b) {
+            if budget_spent {
                 break 'rollout StopReason::TokenBudget;
             }
             if remaining(start).is_some_and(|d| d.is_zero()) {

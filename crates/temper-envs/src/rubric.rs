@@ -76,7 +76,8 @@ pub trait RewardFunction: Send + Sync + fmt::Debug {
     -> Result<f64, RewardError>;
 }
 
-/// A reward function over a whole group of rollouts of the same example.
+/// A reward function over a whole group of rollouts of the same example. It sees only the
+/// rollouts that did not fail before scoring.
 #[async_trait]
 pub trait GroupRewardFunction: Send + Sync + fmt::Debug {
     /// One score per rollout; `partial[i]` is rollout `i`'s reward from the per-rollout
@@ -223,14 +224,18 @@ impl Rubric {
             }
         }
 
+        // Group functions see only the rollouts that can be scored.
+        let ok: Vec<usize> = (0..n).filter(|&i| scorable[i]).collect();
+        let group_inputs: Vec<RewardInput<'_>> = ok.iter().map(|&i| inputs[i]).collect();
+        let group_partial: Vec<f64> = ok.iter().map(|&i| partial[i]).collect();
         for entry in &self.entries {
             let RewardFn::Group(f) = &entry.func else { continue };
-            match f.score_group(&inputs, &partial, services).await {
-                Ok(values) if values.len() == n => {
-                    for (i, v) in values.into_iter().enumerate() {
-                        if !scorable[i] {
-                            continue;
-                        }
+            if ok.is_empty() {
+                break;
+            }
+            match f.score_group(&group_inputs, &group_partial, services).await {
+                Ok(values) if values.len() == ok.len() => {
+                    for (&i, v) in ok.iter().zip(values) {
                         if v.is_finite() {
                             scores[i].push((entry.name.clone(), v));
                         } else {
@@ -238,23 +243,20 @@ impl Rubric {
                         }
                     }
                 }
-                Ok(values) => {
-                    let message = format!("returned {} scores for a group of {n}", values.len());
-                    for (i, errs) in errors.iter_mut().enumerate() {
-                        if scorable[i] {
-                            errs.push((entry.name.clone(), message.clone()));
+                result => {
+                    let message = match result {
+                        Err(e) => e.0,
+                        Ok(values) => {
+                            format!("returned {} scores for a group of {}", values.len(), ok.len())
                         }
-                    }
-                }
-                Err(e) => {
-                    for (i, errs) in errors.iter_mut().enumerate() {
-                        if scorable[i] {
-                            errs.push((entry.name.clone(), e.0.clone()));
-                        }
+                    };
+                    for &i in &ok {
+                        errors[i].push((entry.name.clone(), message.clone()));
                     }
                 }
             }
         }
+        drop(group_inputs);
         drop(inputs);
 
         let elapsed = start.elapsed().as_secs_f64() * 1e3;

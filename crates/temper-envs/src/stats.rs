@@ -44,6 +44,8 @@ pub struct Summary {
     pub reward_mean: f64,
     /// Population standard deviation of the reward.
     pub reward_std: f64,
+    /// Mean reward over the rollouts without an error (0 when there are none).
+    pub reward_mean_without_errors: f64,
     /// Mean of each reward function over the rollouts that have its score.
     pub scores: BTreeMap<String, f64>,
     /// pass@k over complete groups, keyed by k.
@@ -68,6 +70,8 @@ pub fn summarize(rollouts: &[Rollout], group_size: usize, pass_threshold: f64) -
     };
     let reward_mean = mean(&mut rollouts.iter().map(|r| r.reward));
     let reward_std = mean(&mut rollouts.iter().map(|r| (r.reward - reward_mean).powi(2))).sqrt();
+    let reward_mean_without_errors =
+        mean(&mut rollouts.iter().filter(|r| r.error.is_none()).map(|r| r.reward));
 
     let mut per_score: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     let mut per_metric: BTreeMap<String, (f64, usize)> = BTreeMap::new();
@@ -112,6 +116,7 @@ pub fn summarize(rollouts: &[Rollout], group_size: usize, pass_threshold: f64) -
         error_rate: if n == 0 { 0.0 } else { errors as f64 / n as f64 },
         reward_mean,
         reward_std,
+        reward_mean_without_errors,
         scores: means(per_score),
         pass_at_k,
         stop_reasons,

@@ -8,9 +8,11 @@
 //! (namespaces, seccomp, cgroups, a warm pool) lands here. It reports `is_sandboxed() == false`,
 //! and `temper` uses it only when asked with `--allow-unsandboxed-code`.
 //!
-//! What it does enforce: a wall-clock limit (the whole process group is killed), CPU-time and
-//! address-space limits through the shell's `ulimit`, a cap on each output stream, and a fresh
-//! temporary working directory per run that is removed afterwards.
+//! What it does enforce: a wall-clock limit, CPU-time and address-space limits through the
+//! shell's `ulimit`, a cap on each output stream, a fresh temporary working directory per run
+//! that is removed afterwards, and the end of the program's process group when the run ends,
+//! however it ends (a caller that drops the run kills the group too). A process that leaves the
+//! group (`setsid`) escapes; the sandbox proper closes that gap with cgroups.
 
 mod unsandboxed;
 

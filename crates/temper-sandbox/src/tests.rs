@@ -42,7 +42,7 @@ async fn statuses_of_ordinary_programs() {
 }
 
 #[tokio::test]
-async fn c_and_cpp_compile_once_or_report_the_compiler() {
+async fn c_and_cpp_compile_or_report_the_compiler() {
     let r = run(
         Language::C,
         "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);}",
@@ -98,6 +98,25 @@ async fn background_processes_do_not_outlive_the_run() {
             break;
         }
         assert!(Instant::now() < deadline, "the background sleep {pid} survived the run");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_run_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("pid");
+    let code = format!("sleep 1000 &\necho $! > {}\nwait", marker.display());
+    let runner = Unsandboxed::new();
+    let run = runner.run(request(Language::Bash, &code, "", Limits::default()));
+    // The caller gives up long before the program's own limit.
+    assert!(tokio::time::timeout(Duration::from_millis(500), run).await.is_err());
+    let pid: i32 = std::fs::read_to_string(&marker).expect("pid file").trim().parse().expect("pid");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.split_whitespace().nth(2) != Some("Z"))
+    {
+        assert!(Instant::now() < deadline, "the sleep {pid} survived a cancelled run");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

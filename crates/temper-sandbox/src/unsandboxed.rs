@@ -81,6 +81,8 @@ async fn execute(
         .kill_on_drop(true)
         .spawn()?;
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    // If this future is dropped (a caller's timeout), the whole group still dies.
+    let _guard = KillGroup(pgid);
     let input = child.stdin.take();
     let stdin = stdin.to_vec();
     let feed = tokio::spawn(async move {
@@ -116,6 +118,23 @@ async fn execute(
         }
     };
     Ok(Outcome { status, timed_out, stdout, stderr, output_over: over_out || over_err, wall })
+}
+
+/// Kills a process group when dropped.
+struct KillGroup(Option<Pid>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Whether the shell could not find the program it was asked to become.
+fn not_found(outcome: &Outcome) -> bool {
+    outcome.status.and_then(|s| s.code()) == Some(127)
+        && String::from_utf8_lossy(&outcome.stderr).contains("exec:")
 }
 
 /// Reads a stream to its end, keeping at most `cap` bytes; the flag says whether there was more,
@@ -192,6 +211,9 @@ impl CodeRunner for Unsandboxed {
             let outcome = execute(path, &argv, b"", limits)
                 .await
                 .map_err(|e| RunnerError::Backend(format!("cannot start {compiler}: {e}")))?;
+            if not_found(&outcome) {
+                return Err(RunnerError::UnsupportedLanguage(request.language));
+            }
             let ok = outcome.status.is_some_and(|s| s.success());
             Ok::<_, RunnerError>((!ok).then(|| {
                 let mut r = result_of(outcome);
@@ -226,6 +248,9 @@ impl CodeRunner for Unsandboxed {
         let outcome = execute(path, &argv, request.stdin.as_bytes(), request.limits)
             .await
             .map_err(|e| RunnerError::Backend(format!("cannot start {}: {e}", argv[0])))?;
+        if not_found(&outcome) {
+            return Err(RunnerError::UnsupportedLanguage(request.language));
+        }
         Ok(result_of(outcome))
     }
 }

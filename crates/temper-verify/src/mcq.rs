@@ -23,10 +23,17 @@ pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
         })
         .collect();
 
-    if let Some(marker) = text.to_ascii_lowercase().rfind("answer")
-        && let Some(&(_, c)) = standalone.iter().find(|(i, _)| *i > marker)
-    {
-        return Some(c);
+    // "I" and "A" are also words: "Answer: I think B" chooses B.
+    let is_word = |i: usize, c: char| {
+        matches!(c, 'A' | 'I')
+            && bytes.get(i + 1) == Some(&b' ')
+            && bytes.get(i + 2).is_some_and(u8::is_ascii_lowercase)
+    };
+    if let Some(marker) = text.to_ascii_lowercase().rfind("answer") {
+        let after: Vec<&(usize, char)> = standalone.iter().filter(|(i, _)| *i > marker).collect();
+        if let Some(&&(_, c)) = after.iter().find(|(i, c)| !is_word(*i, *c)).or(after.first()) {
+            return Some(c);
+        }
     }
     let bare = text.trim().trim_matches(|c: char| "*()[].:_ `".contains(c));
     let mut chars = bare.chars();
@@ -64,9 +71,15 @@ mod tests {
             ("<think>maybe (A)</think>Answer: B", Some('B')),
             ("E", None),
             ("The final ANSWER: **b** or D", Some('D')),
+            ("Answer: I think it is H", Some('H')),
+            ("Answer: A because it is larger", Some('A')),
         ];
         for (input, want) in cases {
-            assert_eq!(extract_letter(input, 4), want, "{input:?}");
+            assert_eq!(
+                extract_letter(input, if input.contains('H') { 10 } else { 4 }),
+                want,
+                "{input:?}"
+            );
         }
     }
 }

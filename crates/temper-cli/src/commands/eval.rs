@@ -29,7 +29,11 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         );
     }
 
-    let load = LoadOptions { seed: args.data_seed, ..LoadOptions::default() };
+    let load = LoadOptions {
+        seed: args.data_seed,
+        allow_external: args.allow_unsandboxed_code,
+        ..LoadOptions::default()
+    };
     let env = temper_envs::load(&args.env, &load)
         .with_context(|| format!("cannot load environment `{}`", args.env))?;
 
@@ -43,7 +47,12 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     let judge: Arc<dyn ChatModel> = match &args.judge_model {
         Some(url) => {
             let name = args.judge_model_name.as_deref().unwrap_or(&args.model_name);
-            Arc::new(OpenAiClient::new(url, name, api_key)?.with_retry(retry).with_timeout(timeout))
+            let key = args
+                .judge_api_key_var
+                .as_deref()
+                .and_then(|var| std::env::var(var).ok())
+                .filter(|k| !k.is_empty());
+            Arc::new(OpenAiClient::new(url, name, key)?.with_retry(retry).with_timeout(timeout))
         }
         // The same server: share the concurrency limit.
         None => model.clone(),
@@ -65,6 +74,10 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         pass_threshold: args.pass_threshold,
         model_url: args.model.clone(),
         model_name: args.model_name.clone(),
+        judge: args.judge_model.clone().map(|url| {
+            (url, args.judge_model_name.clone().unwrap_or_else(|| args.model_name.clone()))
+        }),
+        code_runner: services.code_runner.as_ref().map(|_| "unsandboxed".to_owned()),
         load,
         concurrency: args.concurrency as usize,
     };
@@ -163,7 +176,13 @@ fn summary_table(
         ),
     );
     row("errors", format!("{} ({:.1}%)", s.errors, 100.0 * s.error_rate));
-    row("reward", format!("mean {:.4}  std {:.4}", s.reward_mean, s.reward_std));
+    row(
+        "reward",
+        format!(
+            "mean {:.4}  std {:.4}  (without errors {:.4})",
+            s.reward_mean, s.reward_std, s.reward_mean_without_errors
+        ),
+    );
     for (name, mean) in &s.scores {
         row(&format!("  {name}"), format!("{mean:.4}"));
     }

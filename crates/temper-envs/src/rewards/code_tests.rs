@@ -6,12 +6,13 @@
 //! The program is the parsed answer when the parser is `code`, otherwise the last fenced code
 //! block of the last turn; no program scores 0. Tests come from `info.tests`: a list of
 //! `{"stdin", "expected_stdout"}` objects (`input`/`output` are accepted too). A missing test list
-//! or code runner is an error, not a 0.
+//! or code runner, or a runner that fails (`internal_error`, a missing compiler), is an error, not
+//! a 0.
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
-use temper_protocol::{Language, Limits, TestCase};
+use temper_protocol::{Language, Limits, RunStatus, TestCase};
 
 use super::{RewardSpec, SpecSource, params};
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
@@ -129,6 +130,10 @@ impl RewardFunction for CodeTests {
             .run_tests(self.language, &code, &tests, self.limits, !self.fraction)
             .await
             .map_err(|e| RewardError(e.to_string()))?;
+        if let Some(failed) = outcomes.iter().find(|o| o.result.status == RunStatus::InternalError)
+        {
+            return Err(RewardError(format!("the code runner failed: {}", failed.result.stderr)));
+        }
         let passed = outcomes.iter().filter(|o| o.passed).count();
         Ok(if self.fraction {
             passed as f64 / tests.len() as f64

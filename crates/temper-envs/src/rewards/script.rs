@@ -5,7 +5,7 @@
 //! A script that fails, times out or prints no number makes the reward function fail (recorded as
 //! an error on the rollout), never a silent 0.
 
-use std::path::{Component, Path};
+use std::path::Path;
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -45,14 +45,8 @@ const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 impl Script {
     pub(crate) fn from_spec(spec: &RewardSpec, source: SpecSource<'_>) -> Result<Self, EnvError> {
         let p: Params = params(spec, source)?;
-        let rel = Path::new(&p.path);
-        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(source.error(
-                "path",
-                format!("`{}` must be a relative path inside the package", p.path),
-            ));
-        }
-        let full = source.dir.join(rel);
+        let full = crate::package::resolve_file(source.dir, &p.path)
+            .map_err(|m| source.error("path", m))?;
         let size = std::fs::metadata(&full)
             .map_err(|e| source.error("path", format!("cannot read {}: {e}", full.display())))?
             .len();
@@ -64,6 +58,7 @@ impl Script {
         }
         let code = std::fs::read_to_string(&full)
             .map_err(|e| source.error("path", format!("cannot read {}: {e}", full.display())))?;
+        let rel = Path::new(&p.path);
         let language = match p.language {
             Some(name) => Language::from_name(&name)
                 .ok_or_else(|| source.error("language", format!("unknown language `{name}`")))?,

@@ -9,17 +9,22 @@ use temper_protocol::StopReason;
 
 use crate::support::{Scripted, one};
 
+fn allowed() -> LoadOptions {
+    LoadOptions { allow_external: true, ..LoadOptions::default() }
+}
+
 fn example_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/environments").join(name)
 }
 
 #[tokio::test]
 async fn python_guess_number_plays_and_scores() {
-    let env = temper_envs::load(
-        example_dir("guess-number").to_str().expect("utf-8"),
-        &LoadOptions::default(),
-    )
-    .expect("load guess-number");
+    let dir = example_dir("guess-number");
+    let refused = temper_envs::load(dir.to_str().expect("utf-8"), &LoadOptions::default())
+        .expect_err("refused");
+    assert!(refused.to_string().contains("without a sandbox"), "{refused}");
+    let env =
+        temper_envs::load(dir.to_str().expect("utf-8"), &allowed()).expect("load guess-number");
     assert_eq!(env.info.name, "guess-number");
     assert_eq!(env.examples(Split::Eval).expect("eval").len(), 10);
     let ex =
@@ -80,8 +85,7 @@ async fn broken_processes_fail_the_rollout_not_the_run() {
     for (command, script, want) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         package(dir.path(), command, script);
-        let env = temper_envs::load(dir.path().to_str().expect("utf-8"), &LoadOptions::default())
-            .expect("load");
+        let env = temper_envs::load(dir.path().to_str().expect("utf-8"), &allowed()).expect("load");
         let r = one(&env, &Scripted::texts(&["x"]), &ex).await;
         let error = r.error.unwrap_or_else(|| panic!("{want}: no error"));
         assert_eq!(r.stop_reason, StopReason::Error, "{want}");

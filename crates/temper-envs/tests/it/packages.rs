@@ -98,13 +98,17 @@ fn invalid_manifests_name_the_field() {
         ),
         (
             format!("{HEAD}[[rubric]]\nreward = \"script\"\npath = \"rewards/none.py\"\n"),
-            "field `rubric[0].path`: cannot read",
+            "field `rubric[0].path`: ",
         ),
         (
             format!("{HEAD}[[rubric]]\nreward = \"exact_match\"\nweight = nan\n"),
             "field `rubric[0].weight`",
         ),
         (HEAD.to_owned(), "field `rubric`: the environment has no [[rubric]] entries"),
+        (
+            HEAD.replace("data/train.jsonl", ".venv/train.jsonl") + rubric,
+            "inside an ignored folder (.venv)",
+        ),
         ("[environment\nname = 1".to_owned(), "line 1"),
     ];
     for (manifest, want) in cases {
@@ -119,6 +123,25 @@ fn invalid_manifests_name_the_field() {
         err.contains("unknown environment `/nonexistent/env`") && err.contains("reverse-text"),
         "{err}"
     );
+}
+
+#[test]
+fn dataset_paths_may_not_go_through_symbolic_links() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret.jsonl"), "{\"question\": \"q\"}\n").expect("write");
+    write_package(
+        dir.path(),
+        &(HEAD.replace("data/train.jsonl", "data/link.jsonl")
+            + "[[rubric]]\nreward = \"exact_match\"\n"),
+    );
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.jsonl"),
+        dir.path().join("data/link.jsonl"),
+    )
+    .expect("symlink");
+    let err = load(dir.path()).expect_err("symlink").to_string();
+    assert!(err.contains("field `dataset.train`") && err.contains("symbolic link"), "{err}");
 }
 
 #[test]

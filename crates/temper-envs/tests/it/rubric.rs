@@ -196,3 +196,73 @@ async fn regex_and_mcq_rewards() {
         assert_eq!(r.reward, want, "{text}");
     }
 }
+
+#[tokio::test]
+async fn group_functions_see_only_rollouts_that_did_not_fail() {
+    // Rollout 1 fails at the model. Among the other two (lengths 4 and 12) λ is 0.5 and −0.5;
+    // were the failed one (length 0) counted, "abcd" would get 0.5 − 4/12 instead.
+    // Lengths in characters: the mock reports no token usage.
+    let text = |t: &str| {
+        let mut r = crate::support::reply(t);
+        r.usage.completion_tokens = 0;
+        crate::support::Reply::Full(r)
+    };
+    let model = Scripted::new(move |_, i| match i {
+        0 => text("abcd"),
+        1 => crate::support::Reply::Fail,
+        _ => text("wrong answer"),
+    });
+    let rubric = Rubric::new().with("exact_match", 1.0, ExactMatch::default()).with_group(
+        "length_penalty",
+        1.0,
+        LengthPenalty::default(),
+    );
+    let rollouts = group(&env(rubric), &model, &example(), 3, &Services::default()).await;
+    let failed: Vec<_> = rollouts.iter().filter(|r| r.error.is_some()).collect();
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].scores.is_empty());
+    let penalty = |text: &str| {
+        rollouts
+            .iter()
+            .find(|r| r.completion.first().is_some_and(|m| m.content == text))
+            .map(|r| r.scores["length_penalty"])
+    };
+    assert_eq!(penalty("abcd"), Some(0.5));
+    assert_eq!(penalty("wrong answer"), Some(-0.5));
+}
+
+#[derive(Debug)]
+struct FailingRunner;
+
+#[async_trait]
+impl temper_verify::code::CodeRunner for FailingRunner {
+    fn is_sandboxed(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        &self,
+        _: temper_protocol::RunRequest,
+    ) -> Result<temper_protocol::RunResult, temper_verify::code::RunnerError> {
+        Ok(temper_protocol::RunResult::internal_error("cannot create the cgroup"))
+    }
+}
+
+#[tokio::test]
+async fn a_failing_code_runner_is_an_error_not_a_failed_test() {
+    use temper_envs::rewards::CodeTests;
+    let ex = example_from_json(
+        json!({"question": "q", "info": {"tests": [{"stdin": "", "expected_stdout": "1"}]}}),
+        0,
+        "t",
+    )
+    .expect("example");
+    let services = Services { code_runner: Some(Arc::new(FailingRunner)), judge: None };
+    let rubric = Rubric::new().with("code_tests", 1.0, CodeTests::default());
+    let r = group(&env(rubric), &Scripted::texts(&["```python\nprint(1)\n```"]), &ex, 1, &services)
+        .await
+        .remove(0);
+    let e = r.error.expect("an error");
+    assert_eq!(e.source, "reward:code_tests");
+    assert!(e.message.contains("cannot create the cgroup"), "{}", e.message);
+}

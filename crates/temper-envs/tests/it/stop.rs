@@ -72,17 +72,35 @@ async fn max_turns() {
     );
 }
 
+/// A model that writes 5 tokens per turn, or fewer when `max_tokens` says so (then the turn is
+/// cut: `finish_reason = length`), as a real server does.
+fn five_token_model() -> Scripted {
+    Scripted::new(|request, _| {
+        let cap = request.sampling.max_tokens.unwrap_or(u32::MAX);
+        let mut r = reply("a");
+        r.usage.completion_tokens = u64::from(cap.min(5));
+        if cap < 5 {
+            r.finish_reason = FinishReason::Length;
+        }
+        Reply::Full(r)
+    })
+}
+
 #[tokio::test]
 async fn token_budget_caps_max_tokens_and_stops() {
-    // Each reply reports 5 completion tokens; the budget is 12: turns 1 and 2 leave 7 and 2.
+    // Budget 12: turns of 5 and 5, then the third is capped at 2 and cut there.
     let limits = TurnLimits { max_turns: 10, max_completion_tokens: Some(12), timeout: None };
-    let model = Scripted::texts(&["a"]);
+    let model = five_token_model();
     let r = one(&env(limits), &model, &example()).await;
     assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::TokenBudget, 3.0));
-    assert_eq!(r.metrics["completion_tokens"], 15.0);
+    assert_eq!(r.metrics["completion_tokens"], 12.0);
     let caps: Vec<Option<u32>> =
         model.requests.lock().expect("lock").iter().map(|q| q.sampling.max_tokens).collect();
     assert_eq!(caps, [Some(12), Some(7), Some(2)]);
+    // A budget spent exactly at a turn's natural end also stops the rollout.
+    let limits = TurnLimits { max_turns: 10, max_completion_tokens: Some(10), timeout: None };
+    let r = one(&env(limits), &five_token_model(), &example()).await;
+    assert_eq!((r.stop_reason, r.metrics["turns"]), (StopReason::TokenBudget, 2.0));
 }
 
 #[tokio::test]
