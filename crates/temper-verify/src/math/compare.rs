@@ -39,6 +39,9 @@ const NEEDED: usize = 3;
 /// both values, a pair with an infinite end (or inside a union) into an open interval, a
 /// one-column or one-row matrix into a tuple, and a one-element list into its element.
 pub fn canonical(e: Expr) -> Expr {
+    if let Some(interval) = inequality_interval(&e) {
+        return interval;
+    }
     match e {
         Expr::Rel(Rel::In, lhs, rhs) if matches!(*lhs, Expr::Sym(_)) => canonical(*rhs),
         Expr::PlusMinus(a, b) => Expr::List(vec![
@@ -76,6 +79,43 @@ pub fn canonical(e: Expr) -> Expr {
         Expr::Tuple(items) => Expr::Tuple(items.into_iter().map(canonical).collect()),
         Expr::Rel(r, a, b) => Expr::Rel(r, Box::new(canonical(*a)), Box::new(canonical(*b))),
         other => other,
+    }
+}
+
+/// `x > 3` as `(3, ∞)`, `2 ≤ x ≤ 5` as `[2, 5]`: a variable bounded on one or both sides.
+fn inequality_interval(e: &Expr) -> Option<Expr> {
+    let inf = || Expr::Inf;
+    let neg_inf = || Expr::Neg(Box::new(Expr::Inf));
+    let interval = |a: Expr, b: Expr, lc: bool, rc: bool| {
+        Some(Expr::Interval(Box::new(a), Box::new(b), lc, rc))
+    };
+    let Expr::Rel(op, lhs, rhs) = e else { return None };
+    // A chain a op1 x op2 b.
+    if let Expr::Rel(op1, a, x) = &**lhs
+        && matches!(**x, Expr::Sym(_))
+    {
+        return match (op1, op) {
+            (Rel::Lt | Rel::Le, Rel::Lt | Rel::Le) => {
+                interval((**a).clone(), (**rhs).clone(), *op1 == Rel::Le, *op == Rel::Le)
+            }
+            (Rel::Gt | Rel::Ge, Rel::Gt | Rel::Ge) => {
+                interval((**rhs).clone(), (**a).clone(), *op == Rel::Ge, *op1 == Rel::Ge)
+            }
+            _ => None,
+        };
+    }
+    // x op c, or c op x (read as x op' c).
+    let (op, bound) = match (&**lhs, &**rhs) {
+        (Expr::Sym(_), c) if !matches!(c, Expr::Sym(_) | Expr::Rel(..)) => (*op, c.clone()),
+        (c, Expr::Sym(_)) if !matches!(c, Expr::Rel(..)) => (op.flipped(), c.clone()),
+        _ => return None,
+    };
+    match op {
+        Rel::Gt => interval(bound, inf(), false, false),
+        Rel::Ge => interval(bound, inf(), true, false),
+        Rel::Lt => interval(neg_inf(), bound, false, false),
+        Rel::Le => interval(neg_inf(), bound, false, true),
+        _ => None,
     }
 }
 

@@ -69,16 +69,22 @@ fn unwrap_text(s: &str) -> String {
         let inner = out[inner_start..inner_start + len].to_owned();
         let mut end = inner_start + len + 1;
         let before = out[..start].trim_end();
-        let is_unit = cmd != "\\operatorname"
-            && inner.trim().chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && inner.trim().chars().count() > 1
-            && before.chars().last().is_some_and(|c| c.is_ascii_digit() || c == ')' || c == '}');
-        let replacement = if is_unit {
-            for exp in ["^2", "^3", "^{2}", "^{3}"] {
-                if out[end..].starts_with(exp) {
-                    end += exp.len();
-                }
+        let mut after = inner_start + len + 1;
+        for exp in ["^2", "^3", "^{2}", "^{3}"] {
+            if out[after..].starts_with(exp) {
+                after += exp.len();
             }
+        }
+        let word = inner.trim();
+        // A unit: words (a slash allowed) closing the answer, after a value.
+        let is_unit = cmd != "\\operatorname"
+            && !word.is_empty()
+            && word.chars().all(|c| c.is_ascii_alphabetic() || c == '/' || c == ' ')
+            && (word.chars().count() > 1 || inner.starts_with(' '))
+            && out[after..].trim().is_empty()
+            && !before.is_empty();
+        let replacement = if is_unit {
+            end = after;
             String::new()
         } else if cmd == "\\operatorname" {
             format!("\\{}", inner.trim())
@@ -130,13 +136,15 @@ pub fn normalize(answer: &str) -> String {
             s = s.replace(from, to);
         }
     }
-    s = unwrap_text(&s);
     // "1 or 2", "x=1 and x=2": alternatives are a list.
-    for word in [" or ", " and ", "\\text{ or }", "\\quad\\text{or}\\quad"] {
+    for word in
+        ["\\quad\\text{or}\\quad", "\\text{ or }", "\\text{or}", "\\text{ and }", " or ", " and "]
+    {
         if s.contains(word) {
             s = s.replace(word, ",");
         }
     }
+    s = unwrap_text(&s);
     if let Some(rest) = s.strip_suffix(" percent") {
         s = format!("{rest}\\%");
     }
@@ -178,6 +186,9 @@ mod tests {
             ("12 dollars", "12"),
             ("x = 3.", "x = 3"),
             ("3 or 4", "3,4"),
+            ("x = -2 \\text{ or } x = 3", "x = -2 , x = 3"),
+            ("4 \\pi \\text{ cm}^2", "4 \\pi"),
+            ("9 \\text{ m}^2", "9"),
             ("\\mathrm{e}^2", "e^2"),
             ("50 percent", "50\\%"),
             ("\\$4.50", "4.50"),

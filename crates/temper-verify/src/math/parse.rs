@@ -159,6 +159,8 @@ fn command(name: &str) -> Option<Tok> {
         "lbrace" => Tok::SetOpen,
         "rbrace" => Tok::SetClose,
         "vert" | "lvert" | "rvert" | "mid" => Tok::Bar,
+        "langle" => Tok::LParen,
+        "rangle" => Tok::RParen,
         _ => return None,
     })
 }
@@ -451,7 +453,16 @@ impl Parser<'_> {
     }
 
     fn term(&mut self) -> P<Expr> {
-        let mut factors = vec![self.unary()?];
+        let first = self.unary()?;
+        // A mixed number: 2\frac{1}{2} is 5/2, not 2 · 1/2.
+        if let Expr::Num(whole) = &first
+            && whole.is_integer()
+            && self.peek() == Some(&Tok::Frac)
+            && let Some(fraction) = self.mixed_fraction()
+        {
+            return Some(Expr::Add(vec![first, fraction]));
+        }
+        let mut factors = vec![first];
         loop {
             match self.peek() {
                 Some(Tok::Star) => {
@@ -473,6 +484,28 @@ impl Parser<'_> {
             }
         }
         Some(if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) })
+    }
+
+    /// After an integer: `\frac{p}{q}` with integer literals `p` and `q`, followed by nothing that
+    /// would make it a product; otherwise the position is left unchanged.
+    fn mixed_fraction(&mut self) -> P<Expr> {
+        let start = self.pos;
+        let saved = self.toks.clone();
+        self.pos += 1;
+        let parsed = (|| {
+            let num = self.arg()?;
+            let den = self.arg()?;
+            let is_int = |e: &Expr| matches!(e, Expr::Num(q) if q.is_integer() && q.num() > 0);
+            let ends = self.peek().is_none_or(|t| {
+                !Self::starts_atom(t) && !matches!(t, Tok::Caret | Tok::Star | Tok::Slash)
+            });
+            (is_int(&num) && is_int(&den) && ends).then(|| Expr::Div(Box::new(num), Box::new(den)))
+        })();
+        if parsed.is_none() {
+            self.pos = start;
+            self.toks = saved;
+        }
+        parsed
     }
 
     fn unary(&mut self) -> P<Expr> {
@@ -782,6 +815,9 @@ mod tests {
             ("2^-1", "(2)^(-1)"),
             ("\\frac12", "(1)/(2)"),
             ("\\frac{1}{2}x", "((1)/(2)·x)"),
+            ("2\\frac{1}{2}", "(2 + (1)/(2))"),
+            ("2\\frac{1}{2}x", "(2·(1)/(2)·x)"),
+            ("\\langle 1, 2 \\rangle", "tuple(1, 2)"),
             ("\\sqrt[3]{8}", "root_3(8)"),
             ("(1,2]", "(1, 2]"),
             ("[0,\\infty)", "[0, ∞)"),

@@ -1,0 +1,3 @@
+//! Integration tests of temper-verify.
+
+mod math_table;
