@@ -29,14 +29,7 @@ fn agrees_with_hand_labels() {
         }
     }
     assert!(total >= 200, "the table has {total} cases");
-    let agreement = 1.0 - wrong.len() as f64 / f64::from(total);
-    assert!(
-        agreement >= 0.98,
-        "agreement {agreement:.3} over {total} cases; disagreements:\n{}",
-        wrong.join("\n")
-    );
-    // Print the disagreements left, for the record (visible with --nocapture).
-    for w in &wrong {
-        println!("disagreement: {w}");
-    }
+    // The acceptance bar is 98% agreement; the table is held at 100% so that any new
+    // disagreement is looked at rather than absorbed.
+    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
 }
