@@ -27,6 +27,42 @@ pub enum Command {
     Eval(Box<EvalArgs>),
     /// List the built-in environments.
     Envs,
+    /// Check answers without a model.
+    #[command(subcommand)]
+    Verify(VerifyCommand),
+}
+
+/// `temper verify ...`.
+#[derive(Debug, Subcommand)]
+pub enum VerifyCommand {
+    /// Is an answer mathematically equivalent to the reference?
+    ///
+    /// With --gold and --answer, prints `true` or `false`. The answer may be a whole completion:
+    /// its final answer is the last \boxed{}, else a final "answer is ..." line, else the text
+    /// itself when short. With --jsonl, reads lines {"gold": ..., "answer": ...} and writes each
+    /// line back to stdout with "equivalent" added, in the same order, checking lines in parallel.
+    Math(VerifyMathArgs),
+}
+
+/// `temper verify math`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["gold", "jsonl"])))]
+pub struct VerifyMathArgs {
+    /// The reference answer.
+    #[arg(long, requires = "answer", conflicts_with = "jsonl")]
+    pub gold: Option<String>,
+
+    /// The answer or completion to check.
+    #[arg(long, requires = "gold")]
+    pub answer: Option<String>,
+
+    /// A JSON-lines file of {"gold", "answer"} objects (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub jsonl: Option<PathBuf>,
+
+    /// Also write the rule that decided and the answers as parsed (JSONL mode).
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// Which part of the dataset.

@@ -2,6 +2,7 @@
 
 mod envs;
 mod eval;
+mod verify;
 
 use crate::args::Command;
 
@@ -10,5 +11,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Eval(args) => eval::run(*args).await,
         Command::Envs => envs::run(),
+        Command::Verify(command) => verify::run(command),
     }
 }

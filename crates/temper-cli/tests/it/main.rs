@@ -2,3 +2,4 @@
 
 mod eval;
 mod mock;
+mod verify;

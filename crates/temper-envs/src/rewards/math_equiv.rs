@@ -1,9 +1,15 @@
-//! `math_equiv`: 1 when the parsed answer states the same value as the reference, by
-//! `temper_verify::math::equivalent`, else 0. No parsable answer scores 0.
+//! `math_equiv`: 1 when the completion's final answer is mathematically equivalent to the
+//! reference, by temper's math verifier (`temper_verify::math`), else 0.
+//!
+//! With the `boxed` parser (the `math` environment's), the verifier extracts the answer itself
+//! from the last turn: the last `\boxed{}`, else a final "answer is ..." line, else a short
+//! reply. With another parser, the parsed answer is compared. No answer scores 0.
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use crate::Parser;
+use crate::parser::last_assistant;
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
 
 /// No parameters.
@@ -14,7 +20,12 @@ pub struct MathEquiv {}
 #[async_trait]
 impl RewardFunction for MathEquiv {
     async fn score(&self, input: &RewardInput<'_>, _: &Services) -> Result<f64, RewardError> {
-        let Some(answer) = input.parsed_answer() else { return Ok(0.0) };
-        Ok(f64::from(u8::from(temper_verify::math::equivalent(&input.example.answer, &answer))))
+        let gold = &input.example.answer;
+        let equal = match input.parser {
+            Parser::Boxed => last_assistant(input.completion)
+                .is_some_and(|m| temper_verify::math::verify(gold, &m.content)),
+            _ => input.parsed_answer().is_some_and(|a| temper_verify::math::equivalent(gold, &a)),
+        };
+        Ok(f64::from(u8::from(equal)))
     }
 }

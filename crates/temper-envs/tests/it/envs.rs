@@ -117,7 +117,9 @@ async fn math_compares_boxed_values() {
         ("so \\boxed{\\frac{7}{12}}", 1.0),
         ("\\boxed{\\dfrac{14}{24}}", 1.0),
         ("\\boxed{0.58}", 0.0),
-        ("7/12", 0.0),
+        ("It is \\boxed{3/12 + 4/12}", 1.0),
+        ("The answer is 7/12.", 1.0),
+        ("\\boxed{7/12} or maybe \\boxed{1/2}", 0.0),
     ] {
         let r = one(&env, &Scripted::texts(&[text]), &ex).await;
         assert!(close(r.reward, want), "{text}");

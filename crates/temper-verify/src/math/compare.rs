@@ -136,8 +136,8 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
         (Expr::Rel(Rel::Eq, l, r), other) | (other, Expr::Rel(Rel::Eq, l, r))
             if !matches!(other, Expr::Rel(..)) =>
         {
-            (matches!(**l, Expr::Sym(_)) && equivalent(r, other, budget))
-                || (matches!(**r, Expr::Sym(_)) && equivalent(l, other, budget))
+            (is_label(l) && equivalent(r, other, budget))
+                || (is_label(r) && equivalent(l, other, budget))
         }
         (Expr::Rel(op1, l1, r1), Expr::Rel(op2, l2, r2)) => {
             if *op1 == Rel::Eq && *op2 == Rel::Eq {
@@ -197,6 +197,20 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
             g.infinity_sign() == a.infinity_sign()
         }
         (g, a) if g.is_scalar() && a.is_scalar() => scalar(g, a, budget),
+        _ => false,
+    }
+}
+
+/// What names a value in an assignment: a variable (`x`, `a_1`) or a function of one
+/// (`f(x)`, parsed as the product `f·x`).
+fn is_label(e: &Expr) -> bool {
+    match e {
+        Expr::Sym(_) => true,
+        Expr::Mul(items) => {
+            items.len() == 2
+                && matches!(&items[0], Expr::Sym(f) if matches!(f.as_str(), "f" | "g" | "h" | "p" | "q" | "F" | "G" | "P"))
+                && matches!(&items[1], Expr::Sym(_))
+        }
         _ => false,
     }
 }

@@ -17,7 +17,8 @@
 //! - an answer with words of three or more letters is compared as text, case-insensitively.
 //!
 //! The work is bounded by construction, so no timeout is needed: inputs over
-//! [`MAX_ANSWER_CHARS`] are "not equivalent", nesting is cut at [`parse::MAX_DEPTH`], and parsing,
+//! [`MAX_ANSWER_CHARS`] and extracted answers over [`MAX_EXTRACTED_CHARS`] are "not equivalent",
+//! nesting is cut at [`parse::MAX_DEPTH`], and parsing,
 //! evaluation and comparison share a budget of [`expr::DEFAULT_BUDGET`] units; when it runs out
 //! the answer is "not equivalent".
 
@@ -33,6 +34,9 @@ pub use normalize::normalize;
 
 /// Inputs longer than this are never equivalent to anything.
 pub const MAX_ANSWER_CHARS: usize = 50_000;
+/// Longest extracted answer compared: a final answer is a value, not an essay, and this keeps
+/// the slowest case well under a millisecond per thousand characters.
+pub const MAX_EXTRACTED_CHARS: usize = 10_000;
 /// Completions at most this long count as their own answer when nothing else is found.
 pub const SHORT_ANSWER_CHARS: usize = 100;
 
@@ -199,6 +203,14 @@ fn text_key(s: &str) -> String {
 }
 
 fn compare_answers(gold: &str, answer: &str) -> Verdict {
+    if gold.len() > MAX_EXTRACTED_CHARS || answer.len() > MAX_EXTRACTED_CHARS {
+        return Verdict {
+            equivalent: false,
+            rule: "answer too long",
+            gold: String::new(),
+            answer: String::new(),
+        };
+    }
     let (g, a) = (normalize(gold), normalize(answer));
     let verdict =
         |equivalent, rule| Verdict { equivalent, rule, gold: g.clone(), answer: a.clone() };

@@ -61,7 +61,7 @@ fn unwrap_text(s: &str) -> String {
         .min_by_key(|(i, _)| *i)
     {
         guard += 1;
-        if guard > 1000 {
+        if guard > 64 {
             break;
         }
         let inner_start = start + cmd.len() + 1;
@@ -107,6 +107,25 @@ fn is_thousands_grouped(s: &str) -> bool {
         && digits.split('.').nth(1).is_none_or(|f| f.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Resolves the thin spaces marked `\u{1}`: a comma between a digit and three digits, else a
+/// plain space.
+fn thin_spaces(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    for (i, &c) in chars.iter().enumerate() {
+        if c != '\u{1}' {
+            out.push(c);
+            continue;
+        }
+        let before = i > 0 && chars[i - 1].is_ascii_digit();
+        let after = chars.len() >= i + 4
+            && chars[i + 1..i + 4].iter().all(char::is_ascii_digit)
+            && chars.get(i + 4).is_none_or(|c| !c.is_ascii_digit());
+        out.push(if before && after { ',' } else { ' ' });
+    }
+    out
+}
+
 /// Normalises an answer's text for parsing.
 pub fn normalize(answer: &str) -> String {
     let mut s = answer.trim().to_owned();
@@ -120,6 +139,7 @@ pub fn normalize(answer: &str) -> String {
         ("\\[", ""),
         ("\\]", ""),
         ("{,}", ","),
+        ("\\,", "\u{1}"),
         ("\\!", ""),
         ("^\\circ", ""),
         ("^{\\circ}", ""),
@@ -145,6 +165,8 @@ pub fn normalize(answer: &str) -> String {
         }
     }
     s = unwrap_text(&s);
+    // A thin space between digit groups separates thousands (1\,000); elsewhere it is a space.
+    s = thin_spaces(&s);
     if let Some(rest) = s.strip_suffix(" percent") {
         s = format!("{rest}\\%");
     }
@@ -182,6 +204,8 @@ mod tests {
             ("90^\\circ", "90"),
             ("1,000,000", "1000000"),
             ("1, 000", "1000"),
+            ("1\\,000", "1000"),
+            ("5\\,\\text{cm}", "5"),
             ("1,2", "1,2"),
             ("12 dollars", "12"),
             ("x = 3.", "x = 3"),

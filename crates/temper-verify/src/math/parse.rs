@@ -486,26 +486,39 @@ impl Parser<'_> {
         Some(if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) })
     }
 
-    /// After an integer: `\frac{p}{q}` with integer literals `p` and `q`, followed by nothing that
-    /// would make it a product; otherwise the position is left unchanged.
+    /// After an integer: `\frac{p}{q}` (or `\frac12`) with integer literals, followed by nothing
+    /// that would make it a product. Decided by looking ahead, without consuming on failure.
     fn mixed_fraction(&mut self) -> P<Expr> {
-        let start = self.pos;
-        let saved = self.toks.clone();
-        self.pos += 1;
-        let parsed = (|| {
-            let num = self.arg()?;
-            let den = self.arg()?;
-            let is_int = |e: &Expr| matches!(e, Expr::Num(q) if q.is_integer() && q.num() > 0);
-            let ends = self.peek().is_none_or(|t| {
-                !Self::starts_atom(t) && !matches!(t, Tok::Caret | Tok::Star | Tok::Slash)
-            });
-            (is_int(&num) && is_int(&den) && ends).then(|| Expr::Div(Box::new(num), Box::new(den)))
-        })();
-        if parsed.is_none() {
-            self.pos = start;
-            self.toks = saved;
+        let digits = |t: Option<&Tok>| match t {
+            Some(Tok::Num(n)) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n.clone()),
+            _ => None,
+        };
+        let at = |k: usize| self.toks.get(self.pos + k);
+        let (num, den, len) = if at(1) == Some(&Tok::LBrace) {
+            let num = digits(at(2))?;
+            (at(3) == Some(&Tok::RBrace)
+                && at(4) == Some(&Tok::LBrace)
+                && at(6) == Some(&Tok::RBrace))
+            .then_some(())?;
+            (num, digits(at(5))?, 7)
+        } else {
+            let both = digits(at(1)).filter(|n| n.len() == 2)?;
+            (both[..1].to_owned(), both[1..].to_owned(), 2)
+        };
+        let next = self.toks.get(self.pos + len);
+        if next.is_some_and(|t| {
+            Self::starts_atom(t) || matches!(t, Tok::Caret | Tok::Star | Tok::Slash)
+        }) {
+            return None;
         }
-        parsed
+        let (num, den) = (Self::number(&num)?, Self::number(&den)?);
+        if matches!(num, Expr::Num(q) if q.is_zero()) || matches!(den, Expr::Num(q) if q.is_zero())
+        {
+            return None;
+        }
+        self.budget.spend(len as u64).ok()?;
+        self.pos += len;
+        Some(Expr::Div(Box::new(num), Box::new(den)))
     }
 
     fn unary(&mut self) -> P<Expr> {
@@ -600,9 +613,17 @@ impl Parser<'_> {
         }
     }
 
-    /// The argument of a function such as `\sin`: parenthesised, braced, or the next power.
+    /// The argument of a function such as `\sin`: a parenthesised or braced group, or else the
+    /// following numbers and letters (`\cos 2x` is cos(2x); `\sin x \cos x` is sin(x)·cos(x)).
     fn func_arg(&mut self) -> P<Expr> {
-        self.nested(Self::power)
+        if matches!(self.peek(), Some(Tok::LParen | Tok::LBrace)) {
+            return self.nested(Self::power);
+        }
+        let mut factors = vec![self.nested(Self::power)?];
+        while matches!(self.peek(), Some(Tok::Num(_) | Tok::Letter(_) | Tok::Greek(_) | Tok::Pi)) {
+            factors.push(self.nested(Self::power)?);
+        }
+        Some(if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) })
     }
 
     fn atom(&mut self) -> P<Expr> {
@@ -833,6 +854,8 @@ mod tests {
             ("\\log_2 8", "log_2(8)"),
             ("x_1", "x_1"),
             ("sinx", "Sin(x)"),
+            ("\\cos 2x", "Cos((2·x))"),
+            ("\\sin x \\cos x", "(Sin(x)·Cos(x))"),
             ("1.5e3", "1500"),
             ("(-\\infty,1)\\cup(2,\\infty)", "tuple(-∞, 1) ∪ tuple(2, ∞)"),
             ("\\frac{1}{", "none"),
