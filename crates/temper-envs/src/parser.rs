@@ -29,6 +29,7 @@ impl Parser {
     /// The answer in `text`, if the text has one in this parser's format.
     pub fn parse(&self, text: &str) -> Option<String> {
         let text = extract::strip_think(text);
+        let text = text.as_ref();
         let found = match self {
             Self::Raw => Some(text.trim()),
             Self::Boxed => extract::last_boxed(text),
@@ -48,6 +49,7 @@ impl Parser {
     /// closed, the box or marker is present; raw text must not be empty.
     pub fn follows_format(&self, text: &str) -> bool {
         let text = extract::strip_think(text);
+        let text = text.as_ref();
         match self {
             Self::Raw => !text.trim().is_empty(),
             Self::Xml(field) => {

@@ -41,7 +41,7 @@ fn load(path: &Path) -> Vec<Case> {
         .map(|l| {
             let v: Value = serde_json::from_str(l).expect("json");
             Case {
-                category: v["category"].as_str().expect("category").to_owned(),
+                category: v["category"].as_str().unwrap_or_default().to_owned(),
                 gold: v["gold"].as_str().expect("gold").to_owned(),
                 completion: v["completion"].as_str().expect("completion").to_owned(),
                 expected: v["expected"].as_bool().expect("expected"),
@@ -256,6 +256,46 @@ fn main() {
         }
     }
     report["disagreements"] = json!(disagreements);
+
+    // The independent red-team table: agreement only (math-verify is slow enough that one pass
+    // over 500 cases takes a minute).
+    let red_path = root.join("tests/data/math_redteam.jsonl");
+    let red = load(&red_path);
+    let red_temper: Vec<bool> =
+        red.iter().map(|c| temper_verify::math::verify(&c.gold, &c.completion)).collect();
+    let score = |results: &[bool]| {
+        let fp = results.iter().zip(&red).filter(|(r, c)| **r && !c.expected).count();
+        let fneg = results.iter().zip(&red).filter(|(r, c)| !**r && c.expected).count();
+        (1.0 - (fp + fneg) as f64 / red.len() as f64, fp, fneg)
+    };
+    let (t_agree, t_fp, t_fn) = score(&red_temper);
+    println!("\nindependent red-team table: {} cases", red.len());
+    println!(
+        "{:<14} {:>10} {:>16} {:>16}",
+        "verifier", "agreement", "false positives", "false negatives"
+    );
+    println!("{:<14} {:>9.1}% {t_fp:>16} {t_fn:>16}", "temper", 100.0 * t_agree);
+    report["redteam"] = json!({"cases": red.len(), "temper": {"agreement": t_agree, "false_positives": t_fp, "false_negatives": t_fn}});
+    if let Some(py) = python(&target) {
+        let out = Command::new(py)
+            .arg(root.join("benches/math_verify_ref.py"))
+            .arg(&red_path)
+            .arg("1")
+            .output();
+        if let Some(out) = out.ok().filter(|o| o.status.success()) {
+            let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let mv: Vec<bool> = r["results"]
+                .as_array()
+                .map(|a| a.iter().map(|b| b.as_bool().unwrap_or(false)).collect())
+                .unwrap_or_default();
+            if mv.len() == red.len() {
+                let (m_agree, m_fp, m_fn) = score(&mv);
+                println!("{:<14} {:>9.1}% {m_fp:>16} {m_fn:>16}", "math-verify", 100.0 * m_agree);
+                report["redteam"]["math_verify"] =
+                    json!({"agreement": m_agree, "false_positives": m_fp, "false_negatives": m_fn});
+            }
+        }
+    }
     let out = target.join("bench/math_verify.json");
     std::fs::create_dir_all(out.parent().expect("parent")).expect("mkdir");
     std::fs::write(&out, serde_json::to_vec_pretty(&report).expect("json")).expect("write");

@@ -1,16 +1,33 @@
 //! Pulling the answer out of a completion: think blocks, `\boxed{...}`, XML fields and
 //! answer markers. All functions run in time linear in the input.
 
-/// Removes reasoning: everything up to and including the last `</think>`; if a `<think>` is
-/// opened and never closed, the completion has no answer yet and the result is empty.
-pub fn strip_think(text: &str) -> &str {
-    if let Some(end) = text.rfind("</think>") {
-        return text[end + "</think>".len()..].trim_start();
+/// Removes reasoning: every `<think>...</think>` block; text before a `</think>` that has no
+/// opening tag (chat templates often put `<think>` in the prompt); and everything after a
+/// `<think>` that is never closed (the completion has no answer yet).
+pub fn strip_think(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("think>") {
+        return std::borrow::Cow::Borrowed(text);
     }
-    if text.contains("<think>") {
-        return "";
+    let mut rest = text;
+    let first_open = rest.find("<think>");
+    if let Some(close) = rest.find("</think>")
+        && first_open.is_none_or(|o| o > close)
+    {
+        rest = &rest[close + "</think>".len()..];
     }
-    text
+    let mut out = String::with_capacity(rest.len());
+    while let Some(open) = rest.find("<think>") {
+        out.push_str(&rest[..open]);
+        match rest[open..].find("</think>") {
+            Some(close) => rest = &rest[open + close + "</think>".len()..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out.trim().to_owned())
 }
 
 /// Content of the last `\boxed{...}` or `\fbox{...}`, with nested braces balanced.
@@ -89,12 +106,14 @@ mod tests {
     fn think_blocks() {
         let cases = [
             ("<think>hmm</think>\n42", "42"),
-            ("<think>a</think>x<think>b</think> y", "y"),
+            ("<think>a</think>x<think>b</think> y", "x y"),
             ("no reasoning", "no reasoning"),
             ("<think>still thinking", ""),
+            ("\\boxed{5} <think>\\boxed{6}</think>", "\\boxed{5}"),
+            ("reasoning</think>answer", "answer"),
         ];
         for (input, want) in cases {
-            assert_eq!(strip_think(input), want, "{input:?}");
+            assert_eq!(strip_think(input).as_ref(), want, "{input:?}");
         }
     }
 

@@ -11,6 +11,7 @@ use crate::extract::strip_think;
 /// such as "A good start" is never read as a choice.
 pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
     let text = strip_think(completion);
+    let text = text.as_ref();
     let last = char::from(b'A' + n_options.clamp(1, 26) as u8 - 1);
     let valid = |c: char| c.is_ascii_uppercase() && c <= last;
     let bytes = text.as_bytes();

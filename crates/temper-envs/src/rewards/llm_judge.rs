@@ -56,6 +56,7 @@ impl LlmJudge {
 /// Reads a yes/no verdict from the judge's reply.
 pub fn verdict(reply: &str) -> Option<bool> {
     let text = temper_verify::extract::strip_think(reply);
+    let text = text.as_ref();
     let word: String = text.trim_start().chars().take_while(|c| c.is_alphabetic()).collect();
     match word.to_ascii_lowercase().as_str() {
         "yes" => Some(true),

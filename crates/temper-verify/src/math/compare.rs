@@ -10,6 +10,8 @@
 
 use std::collections::BTreeSet;
 
+use num_complex::Complex64;
+
 use super::eval::{Bindings, EvalError, eval, symbols};
 use super::expr::{Budget, Expr, Rel};
 use super::value::{Rational, Value};
@@ -41,6 +43,12 @@ const NEEDED: usize = 3;
 pub fn canonical(e: Expr) -> Expr {
     if let Some(interval) = inequality_interval(&e) {
         return interval;
+    }
+    if e.is_scalar()
+        && !matches!(e, Expr::PlusMinus(..))
+        && let Some(values) = expand_plus_minus(&e)
+    {
+        return Expr::List(values);
     }
     match e {
         Expr::Rel(Rel::In, lhs, rhs) if matches!(*lhs, Expr::Sym(_)) => canonical(*rhs),
@@ -74,7 +82,15 @@ pub fn canonical(e: Expr) -> Expr {
         Expr::List(items) if items.len() == 1 => {
             canonical(items.into_iter().next().expect("one item"))
         }
-        Expr::List(items) => Expr::List(items.into_iter().map(canonical).collect()),
+        Expr::List(items) => {
+            let items: Vec<Expr> = items.into_iter().map(canonical).collect();
+            // "x < -1 or x > 1" is a union of intervals.
+            if items.iter().all(|i| matches!(i, Expr::Interval(..))) {
+                Expr::Union(items)
+            } else {
+                Expr::List(items)
+            }
+        }
         Expr::Set(items) => Expr::Set(items.into_iter().map(canonical).collect()),
         Expr::Tuple(items) => Expr::Tuple(items.into_iter().map(canonical).collect()),
         Expr::Rel(r, a, b) => Expr::Rel(r, Box::new(canonical(*a)), Box::new(canonical(*b))),
@@ -104,17 +120,56 @@ fn inequality_interval(e: &Expr) -> Option<Expr> {
             _ => None,
         };
     }
-    // x op c, or c op x (read as x op' c).
-    let (op, bound) = match (&**lhs, &**rhs) {
-        (Expr::Sym(_), c) if !matches!(c, Expr::Sym(_) | Expr::Rel(..)) => (*op, c.clone()),
-        (c, Expr::Sym(_)) if !matches!(c, Expr::Rel(..)) => (op.flipped(), c.clone()),
-        _ => return None,
+    // x ≠ c is everything but c.
+    if *op == Rel::Ne
+        && let (Expr::Sym(_), c) | (c, Expr::Sym(_)) = (&**lhs, &**rhs)
+        && !matches!(c, Expr::Sym(_) | Expr::Rel(..))
+    {
+        return Some(Expr::Union(vec![
+            Expr::Interval(Box::new(neg_inf()), Box::new(c.clone()), false, false),
+            Expr::Interval(Box::new(c.clone()), Box::new(inf()), false, false),
+        ]));
+    }
+    if !matches!(op, Rel::Lt | Rel::Le | Rel::Gt | Rel::Ge) {
+        return None;
+    }
+    // a·x + b op c·x + d, linear in one variable: solve for x (flipping for a negative slope).
+    let mut vars = BTreeSet::new();
+    symbols(lhs, &mut vars);
+    symbols(rhs, &mut vars);
+    if vars.len() != 1 {
+        return None;
+    }
+    let var = vars.into_iter().next()?;
+    let f = Expr::Add(vec![(**lhs).clone(), Expr::Neg(rhs.clone())]);
+    let mut budget = Budget::new(10_000);
+    let at = |v: i128, budget: &mut Budget| match eval(
+        &f,
+        &Bindings::from([(var.clone(), Value::Exact(Rational::int(v)))]),
+        budget,
+    ) {
+        Ok(Value::Exact(q)) => Some(q),
+        _ => None,
     };
+    let (f0, f1) = (at(0, &mut budget)?, at(1, &mut budget)?);
+    let slope = f1.checked_add(&f0.checked_neg()?)?;
+    if slope.is_zero() {
+        return None;
+    }
+    // Linear: the same slope on both sides of zero and far out (|x| is not).
+    for x in [-3i128, -1, 2, 7] {
+        let expected = f0.checked_add(&slope.checked_mul(&Rational::int(x))?)?;
+        if at(x, &mut budget)? != expected {
+            return None;
+        }
+    }
+    let root = Expr::Num(f0.checked_neg()?.checked_div(&slope)?);
+    let op = if slope.is_negative() { op.flipped() } else { *op };
     match op {
-        Rel::Gt => interval(bound, inf(), false, false),
-        Rel::Ge => interval(bound, inf(), true, false),
-        Rel::Lt => interval(neg_inf(), bound, false, false),
-        Rel::Le => interval(neg_inf(), bound, false, true),
+        Rel::Gt => interval(root, inf(), false, false),
+        Rel::Ge => interval(root, inf(), true, false),
+        Rel::Lt => interval(neg_inf(), root, false, false),
+        Rel::Le => interval(neg_inf(), root, false, true),
         _ => None,
     }
 }
@@ -138,6 +193,21 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
         {
             (is_label(l) && equivalent(r, other, budget))
                 || (is_label(r) && equivalent(l, other, budget))
+                // A worked computation ends in its result: `3 × 4 = 12` answers 12.
+                || (is_constant(l) && is_constant(r) && equivalent(r, other, budget))
+        }
+        // (3, -1) against "y = -1, x = 3": assignments in the order of their variables.
+        (Expr::Tuple(t), Expr::List(assignments)) | (Expr::List(assignments), Expr::Tuple(t))
+            if assignments.len() == t.len()
+                && assignments.iter().all(|a| assigned_var(a).is_some()) =>
+        {
+            let mut sorted: Vec<&Expr> = assignments.iter().collect();
+            sorted.sort_by_key(|a| assigned_var(a).unwrap_or_default());
+            t.iter().zip(sorted).all(|(x, a)| equivalent(x, a, budget))
+        }
+        (Expr::Set(a), Expr::Set(b)) => {
+            let (a, b) = (dedupe(a, budget), dedupe(b, budget));
+            unordered(&a, &b, budget)
         }
         (Expr::Rel(op1, l1, r1), Expr::Rel(op2, l2, r2)) => {
             if *op1 == Rel::Eq && *op2 == Rel::Eq {
@@ -201,6 +271,61 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
     }
 }
 
+/// Whether `e` has no variables.
+fn is_constant(e: &Expr) -> bool {
+    let mut vars = BTreeSet::new();
+    symbols(e, &mut vars);
+    vars.is_empty()
+}
+
+/// The variable of an assignment `x = value`.
+fn assigned_var(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Rel(Rel::Eq, l, _) => match &**l {
+            Expr::Sym(name) => Some(name.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The elements of a set with repeats removed ({1, 2, 2} is {1, 2}).
+fn dedupe(items: &[Expr], budget: &mut Budget) -> Vec<Expr> {
+    let mut out: Vec<(Expr, Option<Complex64>)> = Vec::new();
+    for item in items.iter().take(MAX_ITEMS) {
+        let print = fingerprint(item, budget);
+        if !out.iter().any(|(o, p)| may_match(*p, print) && equivalent(o, item, budget)) {
+            out.push((item.clone(), print));
+        }
+    }
+    out.into_iter().map(|(e, _)| e).collect()
+}
+
+/// A scalar's value with every variable set to a fixed irregular number, in floating point: a
+/// cheap screen before the full comparison of collection elements.
+fn fingerprint(e: &Expr, budget: &mut Budget) -> Option<Complex64> {
+    if !e.is_scalar() {
+        return None;
+    }
+    let mut vars = BTreeSet::new();
+    symbols(e, &mut vars);
+    let at: Bindings = vars
+        .into_iter()
+        .enumerate()
+        .map(|(k, v)| (v, Value::Approx(Complex64::new(1.618_034 + 0.271_828 * k as f64, 0.0))))
+        .collect();
+    let c = eval(e, &at, budget).ok()?.complex();
+    (c.re.is_finite() && c.im.is_finite()).then_some(c)
+}
+
+/// Whether two fingerprints leave room for the values to be equal.
+fn may_match(a: Option<Complex64>, b: Option<Complex64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).norm() <= 1e-6 * a.norm().max(b.norm()) + 1e-12,
+        _ => true,
+    }
+}
+
 /// What names a value in an assignment: a variable (`x`, `a_1`) or a function of one
 /// (`f(x)`, parsed as the product `f·x`).
 fn is_label(e: &Expr) -> bool {
@@ -208,7 +333,16 @@ fn is_label(e: &Expr) -> bool {
         Expr::Sym(_) => true,
         Expr::Mul(items) => {
             items.len() == 2
-                && matches!(&items[0], Expr::Sym(f) if matches!(f.as_str(), "f" | "g" | "h" | "p" | "q" | "F" | "G" | "P"))
+                && match &items[0] {
+                    Expr::Sym(f) => {
+                        matches!(f.as_str(), "f" | "g" | "h" | "p" | "q" | "F" | "G" | "P")
+                    }
+                    // f^{-1}(x)
+                    Expr::Pow(f, _) => {
+                        matches!(&**f, Expr::Sym(f) if matches!(f.as_str(), "f" | "g" | "h"))
+                    }
+                    _ => false,
+                }
                 && matches!(&items[1], Expr::Sym(_))
         }
         _ => false,
@@ -225,9 +359,13 @@ fn unordered(a: &[Expr], b: &[Expr], budget: &mut Budget) -> bool {
     if a.len() != b.len() || a.len() > MAX_ITEMS {
         return false;
     }
+    let prints_b: Vec<Option<Complex64>> = b.iter().map(|y| fingerprint(y, budget)).collect();
     let mut used = vec![false; b.len()];
     for x in a {
-        let Some(j) = (0..b.len()).find(|&j| !used[j] && equivalent(x, &b[j], budget)) else {
+        let px = fingerprint(x, budget);
+        let Some(j) = (0..b.len())
+            .find(|&j| !used[j] && may_match(px, prints_b[j]) && equivalent(x, &b[j], budget))
+        else {
             return false;
         };
         used[j] = true;
@@ -235,12 +373,15 @@ fn unordered(a: &[Expr], b: &[Expr], budget: &mut Budget) -> bool {
     true
 }
 
-/// Bindings of `vars` for test point `t`: each variable gets a different point.
+/// Bindings of `vars` for test point `t`. Each variable takes a different value, and the signs
+/// run through every combination (variable `k` is negative when bit `k` of `t` is set), so that
+/// `|xy|` and `xy` or `\sqrt{x^2y^2}` and `xy` differ at some point.
 fn point(vars: &BTreeSet<String>, t: usize) -> Bindings {
     vars.iter()
         .enumerate()
         .map(|(k, name)| {
-            let (n, d) = POINTS[(t + 5 * k) % POINTS.len()];
+            let (n, d) = POINTS[(t * 7 + 3 * k) % POINTS.len()];
+            let n = if (t >> (k % 4)) & 1 == 1 { -n.abs() } else { n.abs() };
             (name.clone(), Value::Exact(Rational::new(n, d).expect("a valid point")))
         })
         .collect()
@@ -258,28 +399,56 @@ fn scalar(g: &Expr, a: &Expr, budget: &mut Budget) -> bool {
     let vars = variables(g, a);
     if vars.is_empty() {
         return match (eval(g, &Bindings::new(), budget), eval(a, &Bindings::new(), budget)) {
-            (Ok(x), Ok(y)) => x.approx_eq(y),
+            (Ok(x), Ok(y)) => numbers_equal(&x, &y),
             _ => false,
         };
     }
     let mut agree = 0;
     for t in 0..POINTS.len() {
         let at = point(&vars, t);
+        // A quick floating-point look first: clearly different values end it without exact
+        // arithmetic on large rationals.
+        let rough: Bindings =
+            at.iter().map(|(k, v)| (k.clone(), Value::Approx(v.complex()))).collect();
+        if let (Ok(x), Ok(y)) = (eval(g, &rough, budget), eval(a, &rough, budget)) {
+            let (x, y) = (x.complex(), y.complex());
+            let scale = x.norm().max(y.norm());
+            if x.re.is_finite()
+                && x.im.is_finite()
+                && y.re.is_finite()
+                && y.im.is_finite()
+                && (x - y).norm() > 1e-6 * scale + 1e-9
+            {
+                return false;
+            }
+        }
         match (eval(g, &at, budget), eval(a, &at, budget)) {
             (Ok(x), Ok(y)) => {
-                if !x.approx_eq(y) {
+                if !x.approx_eq(&y) {
                     return false;
                 }
                 agree += 1;
-                if agree >= NEEDED + 2 {
-                    return true;
-                }
             }
             (Err(EvalError::Budget), _) | (_, Err(EvalError::Budget)) => return false,
             _ => {}
         }
     }
     agree >= NEEDED
+}
+
+/// Two numbers, one of which may be exact: an exact rational with a denominator over 1000
+/// (a long decimal such as 3.14159265358979, a close fraction such as 355/113) is never taken for
+/// a value that could only be computed approximately (π, √2); simple ones are (sin(π/6) = 1/2,
+/// e^{iπ} = −1).
+fn numbers_equal(x: &Value, y: &Value) -> bool {
+    match (x, y) {
+        (Value::Exact(q), Value::Approx(_)) | (Value::Approx(_), Value::Exact(q))
+            if !q.denom_at_most(1000) =>
+        {
+            false
+        }
+        _ => x.approx_eq(y),
+    }
 }
 
 /// Whether `f1 = k·f2` for a constant `k ≠ 0` (equations `f1 = 0` and `f2 = 0` agree).
@@ -302,15 +471,12 @@ fn proportional(f1: &Expr, f2: &Expr, budget: &mut Budget) -> bool {
         ) else {
             return false;
         };
-        match ratio {
+        match &ratio {
             None => ratio = Some(k),
-            Some(r) if r.approx_eq(k) => {}
+            Some(r) if r.approx_eq(&k) => {}
             Some(_) => return false,
         }
         agree += 1;
-        if agree >= NEEDED + 2 {
-            return true;
-        }
     }
     agree >= NEEDED || (vars.is_empty() && ratio.is_some())
 }
@@ -322,5 +488,69 @@ fn value_expr(v: Value) -> Expr {
         Value::Approx(c) => {
             Expr::Add(vec![Expr::Float(c.re), Expr::Mul(vec![Expr::Float(c.im), Expr::I])])
         }
+    }
+}
+
+/// Every sign choice of the `±` in `e` (at most 16), or `None` when there is none.
+fn expand_plus_minus(e: &Expr) -> Option<Vec<Expr>> {
+    let mut out = Vec::new();
+    let mut budget = 15;
+    expand_into(e, &mut out, &mut budget);
+    (out.len() > 1).then_some(out)
+}
+
+fn expand_into(e: &Expr, out: &mut Vec<Expr>, budget: &mut usize) {
+    if *budget == 0 {
+        out.push(e.clone());
+        return;
+    }
+    match first_plus_minus(e) {
+        None => out.push(e.clone()),
+        Some((a, b)) => {
+            *budget -= 1;
+            expand_into(&a, out, budget);
+            expand_into(&b, out, budget);
+        }
+    }
+}
+
+/// The two expressions obtained by choosing `+` and then `-` for the first `±` in `e`.
+fn first_plus_minus(e: &Expr) -> Option<(Expr, Expr)> {
+    let in_list = |items: &Vec<Expr>, ctor: fn(Vec<Expr>) -> Expr| {
+        items.iter().enumerate().find_map(|(i, item)| {
+            first_plus_minus(item).map(|(a, b)| {
+                let (mut xs, mut ys) = (items.clone(), items.clone());
+                xs[i] = a;
+                ys[i] = b;
+                (ctor(xs), ctor(ys))
+            })
+        })
+    };
+    let in_pair = |x: &Expr, y: &Expr, ctor: fn(Box<Expr>, Box<Expr>) -> Expr| {
+        first_plus_minus(x)
+            .map(|(a, b)| {
+                (ctor(Box::new(a), Box::new(y.clone())), ctor(Box::new(b), Box::new(y.clone())))
+            })
+            .or_else(|| {
+                first_plus_minus(y).map(|(a, b)| {
+                    (ctor(Box::new(x.clone()), Box::new(a)), ctor(Box::new(x.clone()), Box::new(b)))
+                })
+            })
+    };
+    match e {
+        Expr::PlusMinus(a, b) => Some((
+            Expr::Add(vec![(**a).clone(), (**b).clone()]),
+            Expr::Add(vec![(**a).clone(), Expr::Neg(b.clone())]),
+        )),
+        Expr::Add(items) => in_list(items, Expr::Add),
+        Expr::Mul(items) => in_list(items, Expr::Mul),
+        Expr::Neg(x) => {
+            first_plus_minus(x).map(|(a, b)| (Expr::Neg(Box::new(a)), Expr::Neg(Box::new(b))))
+        }
+        Expr::Div(x, y) => in_pair(x, y, Expr::Div),
+        Expr::Pow(x, y) => in_pair(x, y, Expr::Pow),
+        Expr::Apply(f, x) => first_plus_minus(x)
+            .map(|(a, b)| (Expr::Apply(*f, Box::new(a)), Expr::Apply(*f, Box::new(b)))),
+        _ => None,
     }
 }

@@ -29,66 +29,66 @@ fn approx(c: Complex64) -> Result<Value, EvalError> {
     }
 }
 
-fn add(a: Value, b: Value) -> Result<Value, EvalError> {
+fn exact(q: Rational) -> Value {
+    Value::Exact(q)
+}
+
+fn add(a: &Value, b: &Value) -> Result<Value, EvalError> {
     if let (Value::Exact(x), Value::Exact(y)) = (a, b)
         && let Some(q) = x.checked_add(y)
     {
-        return Ok(Value::Exact(q));
+        return Ok(exact(q));
     }
     approx(a.complex() + b.complex())
 }
 
-fn mul(a: Value, b: Value) -> Result<Value, EvalError> {
+fn mul(a: &Value, b: &Value) -> Result<Value, EvalError> {
     if let (Value::Exact(x), Value::Exact(y)) = (a, b)
         && let Some(q) = x.checked_mul(y)
     {
-        return Ok(Value::Exact(q));
+        return Ok(exact(q));
     }
     approx(a.complex() * b.complex())
 }
 
-fn div(a: Value, b: Value) -> Result<Value, EvalError> {
+fn div(a: &Value, b: &Value) -> Result<Value, EvalError> {
     if b.is_zero() {
         return Err(EvalError::Undefined);
     }
     if let (Value::Exact(x), Value::Exact(y)) = (a, b)
         && let Some(q) = x.checked_div(y)
     {
-        return Ok(Value::Exact(q));
+        return Ok(exact(q));
     }
     approx(a.complex() / b.complex())
 }
 
-fn neg(a: Value) -> Result<Value, EvalError> {
+fn neg(a: &Value) -> Result<Value, EvalError> {
     match a {
-        Value::Exact(q) => q.checked_neg().map(Value::Exact).ok_or(EvalError::Undefined),
+        Value::Exact(q) => q.checked_neg().map(exact).ok_or(EvalError::Undefined),
         Value::Approx(c) => Ok(Value::Approx(-c)),
     }
 }
 
-fn pow(base: Value, exponent: Value) -> Result<Value, EvalError> {
+fn pow(base: &Value, exponent: &Value) -> Result<Value, EvalError> {
     if let (Value::Exact(b), Value::Exact(e)) = (base, exponent) {
-        if b.is_zero() && e.num() <= 0 {
+        if b.is_zero() && (e.is_zero() || e.is_negative()) {
             return Err(EvalError::Undefined);
         }
-        if e.is_integer() {
-            if let Some(q) = i32::try_from(e.num()).ok().and_then(|n| b.powi(n)) {
-                return Ok(Value::Exact(q));
+        if let Some(n) = e.to_i64() {
+            if let Some(q) = b.powi(n) {
+                return Ok(exact(q));
             }
-        } else if let Ok(k) = u32::try_from(e.den())
+        } else if let (Some(k), Some(n)) = (e.denom_u32(), e.numer_i64())
             && let Some(root) = b.root(k)
-            && let Some(q) = i32::try_from(e.num()).ok().and_then(|n| root.powi(n))
+            && let Some(q) = root.powi(n)
         {
-            return Ok(Value::Exact(q));
+            return Ok(exact(q));
         }
     }
     let (b, e) = (base.complex(), exponent.complex());
     if b.norm() == 0.0 {
-        return if e.re > 0.0 {
-            Ok(Value::Exact(Rational::int(0)))
-        } else {
-            Err(EvalError::Undefined)
-        };
+        return if e.re > 0.0 { Ok(exact(Rational::int(0))) } else { Err(EvalError::Undefined) };
     }
     // A real power of a positive real stays real.
     if b.im == 0.0 && b.re > 0.0 && e.im == 0.0 {
@@ -97,55 +97,97 @@ fn pow(base: Value, exponent: Value) -> Result<Value, EvalError> {
     approx((e * b.ln()).exp())
 }
 
-fn factorial(n: Value) -> Result<Value, EvalError> {
-    let Value::Exact(q) = n else { return Err(EvalError::NotNumeric) };
-    if !q.is_integer() || q.num() < 0 {
-        return Err(EvalError::Undefined);
+/// Γ(x) for real x by the Lanczos approximation (g = 7), with reflection below 1/2.
+fn gamma(x: f64) -> f64 {
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        return std::f64::consts::PI / ((std::f64::consts::PI * x).sin() * gamma(1.0 - x));
     }
-    if q.num() > 170 {
-        return Err(EvalError::Undefined);
-    }
-    let mut exact = Some(Rational::int(1));
-    let mut float = 1.0f64;
-    for k in 2..=q.num() {
-        exact = exact.and_then(|acc| acc.checked_mul(Rational::int(k)));
-        float *= k as f64;
-    }
-    Ok(exact.map_or(Value::Approx(Complex64::new(float, 0.0)), Value::Exact))
+    let x = x - 1.0;
+    let t = x + G + 0.5;
+    let sum: f64 =
+        C[0] + C[1..].iter().enumerate().map(|(i, c)| c / (x + i as f64 + 1.0)).sum::<f64>();
+    (2.0 * std::f64::consts::PI).sqrt() * t.powf(x + 0.5) * (-t).exp() * sum
 }
 
-fn binom(n: Value, k: Value) -> Result<Value, EvalError> {
-    let (Value::Exact(n), Value::Exact(k)) = (n, k) else { return Err(EvalError::NotNumeric) };
-    if !n.is_integer() || !k.is_integer() || k.num() < 0 || n.num() < 0 {
+fn factorial(n: &Value) -> Result<Value, EvalError> {
+    if let Value::Exact(q) = n
+        && let Some(k) = q.to_i64()
+    {
+        if k < 0 {
+            return Err(EvalError::Undefined);
+        }
+        if k <= 1000 {
+            let mut acc = Rational::int(1);
+            for i in 2..=k {
+                match acc.checked_mul(&Rational::int(i128::from(i))) {
+                    Some(next) => acc = next,
+                    None => return Err(EvalError::Undefined),
+                }
+            }
+            return Ok(exact(acc));
+        }
         return Err(EvalError::Undefined);
     }
-    if k.num() > n.num() {
-        return Ok(Value::Exact(Rational::int(0)));
+    // A non-integer (a variable's test point): Γ(x + 1).
+    let z = n.complex();
+    if z.im != 0.0 {
+        return Err(EvalError::NotNumeric);
     }
-    let k = k.num().min(n.num() - k.num());
-    if k > 200 {
+    approx(Complex64::new(gamma(z.re + 1.0), 0.0))
+}
+
+/// C(n, k) for a non-negative integer k: n(n−1)…(n−k+1)/k!, for any n.
+fn binom(n: &Value, k: &Value) -> Result<Value, EvalError> {
+    let Value::Exact(k) = k else { return Err(EvalError::NotNumeric) };
+    let Some(k) = k.to_i64().filter(|k| (0..=1000).contains(k)) else {
         return Err(EvalError::Undefined);
+    };
+    if let Value::Exact(nq) = n
+        && let Some(nn) = nq.to_i64()
+        && nn >= 0
+        && k > nn
+    {
+        return Ok(exact(Rational::int(0)));
     }
-    let mut acc = Value::Exact(Rational::int(1));
+    let mut acc = exact(Rational::int(1));
     for j in 0..k {
-        acc = mul(acc, Value::Exact(Rational::int(n.num() - j)))?;
-        acc = div(acc, Value::Exact(Rational::int(j + 1)))?;
+        let factor = add(n, &exact(Rational::int(-i128::from(j))))?;
+        acc = mul(&acc, &factor)?;
+        acc = div(&acc, &exact(Rational::int(i128::from(j + 1))))?;
     }
     Ok(acc)
 }
 
-fn apply(f: Func, x: Value) -> Result<Value, EvalError> {
-    if f == Func::Abs
-        && let Value::Exact(q) = x
-    {
-        return Ok(Value::Exact(if q.num() < 0 {
-            q.checked_neg().ok_or(EvalError::Undefined)?
-        } else {
-            q
-        }));
-    }
-    if f == Func::Sqrt {
-        return pow(x, Value::Exact(Rational::new(1, 2).ok_or(EvalError::Undefined)?));
+fn apply(f: Func, x: &Value) -> Result<Value, EvalError> {
+    match (f, x) {
+        (Func::Abs, Value::Exact(q)) => {
+            return Ok(exact(if q.is_negative() {
+                q.checked_neg().ok_or(EvalError::Undefined)?
+            } else {
+                q.clone()
+            }));
+        }
+        (Func::Floor | Func::Ceil, Value::Exact(q)) => {
+            let v = q.to_f64();
+            let r = if f == Func::Floor { v.floor() } else { v.ceil() };
+            if r.abs() < 1e15 {
+                return Ok(exact(Rational::int(r as i128)));
+            }
+        }
+        (Func::Sqrt, _) => return pow(x, &exact(Rational::new(1, 2).ok_or(EvalError::Undefined)?)),
+        _ => {}
     }
     let z = x.complex();
     let one = Complex64::new(1.0, 0.0);
@@ -170,6 +212,12 @@ fn apply(f: Func, x: Value) -> Result<Value, EvalError> {
         }
         Func::Exp => z.exp(),
         Func::Abs => Complex64::new(z.norm(), 0.0),
+        Func::Floor | Func::Ceil => {
+            if z.im != 0.0 {
+                return Err(EvalError::NotNumeric);
+            }
+            Complex64::new(if f == Func::Floor { z.re.floor() } else { z.re.ceil() }, 0.0)
+        }
         Func::Sqrt => unreachable!("handled above"),
     };
     approx(v)
@@ -180,50 +228,48 @@ pub fn eval(e: &Expr, vars: &Bindings, budget: &mut Budget) -> Result<Value, Eva
     budget.spend(1).map_err(|_| EvalError::Budget)?;
     let mut ev = |x: &Expr| eval(x, vars, budget);
     match e {
-        Expr::Num(q) => Ok(Value::Exact(*q)),
+        Expr::Num(q) => Ok(exact(q.clone())),
         Expr::Float(x) => approx(Complex64::new(*x, 0.0)),
-        Expr::Sym(name) => vars.get(name).copied().ok_or(EvalError::NotNumeric),
+        Expr::Sym(name) => vars.get(name).cloned().ok_or(EvalError::NotNumeric),
         Expr::Pi => Ok(Value::Approx(Complex64::new(std::f64::consts::PI, 0.0))),
         Expr::E => Ok(Value::Approx(Complex64::new(std::f64::consts::E, 0.0))),
         Expr::I => Ok(Value::Approx(Complex64::new(0.0, 1.0))),
         Expr::Add(items) => {
-            let mut acc = Value::Exact(Rational::int(0));
+            let mut acc = exact(Rational::int(0));
             for item in items {
-                acc = add(acc, ev(item)?)?;
+                acc = add(&acc, &ev(item)?)?;
             }
             Ok(acc)
         }
         Expr::Mul(items) => {
-            let mut acc = Value::Exact(Rational::int(1));
+            let mut acc = exact(Rational::int(1));
             for item in items {
-                acc = mul(acc, ev(item)?)?;
+                acc = mul(&acc, &ev(item)?)?;
             }
             Ok(acc)
         }
-        Expr::Neg(x) => neg(ev(x)?),
+        Expr::Neg(x) => neg(&ev(x)?),
         Expr::Div(a, b) => {
             let a = ev(a)?;
-            div(a, ev(b)?)
+            div(&a, &ev(b)?)
         }
         Expr::Pow(a, b) => {
             let a = ev(a)?;
-            pow(a, ev(b)?)
+            pow(&a, &ev(b)?)
         }
-        Expr::Apply(f, x) => apply(*f, ev(x)?),
+        Expr::Apply(f, x) => apply(*f, &ev(x)?),
         Expr::Log(base, x) => {
             let b = ev(base)?;
             let x = ev(x)?;
-            let (lb, lx) = (apply(Func::Ln, b)?, apply(Func::Ln, x)?);
-            // Exact when x is an exact power of an exact base: log_2 8 = 3.
-            let q = div(lx, lb)?;
-            if let (Value::Exact(bq), Value::Exact(_), Value::Approx(c)) = (b, x, q) {
+            let q = div(&apply(Func::Ln, &x)?, &apply(Func::Ln, &b)?)?;
+            // Exact when x is an exact integer power of an exact base: log_2 8 = 3.
+            if let (Value::Exact(bq), Value::Exact(xq), Value::Approx(c)) = (&b, &x, &q) {
                 let r = c.re.round();
                 if (c.re - r).abs() < 1e-9
                     && c.im.abs() < 1e-12
-                    && let Some(p) = bq.powi(r as i32)
-                    && Value::Exact(p) == x
+                    && bq.powi(r as i64).as_ref() == Some(xq)
                 {
-                    return Ok(Value::Exact(Rational::int(r as i128)));
+                    return Ok(exact(Rational::int(r as i128)));
                 }
             }
             Ok(q)
@@ -231,23 +277,23 @@ pub fn eval(e: &Expr, vars: &Bindings, budget: &mut Budget) -> Result<Value, Eva
         Expr::Root(n, x) => {
             let n = ev(n)?;
             let x = ev(x)?;
+            let inverse = div(&exact(Rational::int(1)), &n)?;
             // An odd root of a negative real is real: \sqrt[3]{-8} = -2.
-            if let (Value::Exact(k), false) = (n, x.complex().im != 0.0)
-                && k.is_integer()
-                && k.num() % 2 != 0
+            if let Value::Exact(k) = &n
+                && k.to_i64().is_some_and(|k| k % 2 != 0)
+                && x.complex().im == 0.0
                 && x.complex().re < 0.0
             {
-                let r = pow(neg(x)?, div(Value::Exact(Rational::int(1)), n)?)?;
-                return neg(r);
+                return neg(&pow(&neg(&x)?, &inverse)?);
             }
-            pow(x, div(Value::Exact(Rational::int(1)), n)?)
+            pow(&x, &inverse)
         }
-        Expr::Factorial(x) => factorial(ev(x)?),
+        Expr::Factorial(x) => factorial(&ev(x)?),
         Expr::Binom(n, k) => {
             let n = ev(n)?;
-            binom(n, ev(k)?)
+            binom(&n, &ev(k)?)
         }
-        Expr::Percent(x) => div(ev(x)?, Value::Exact(Rational::int(100))),
+        Expr::Percent(x) => div(&ev(x)?, &exact(Rational::int(100))),
         Expr::Inf
         | Expr::PlusMinus(..)
         | Expr::Rel(..)

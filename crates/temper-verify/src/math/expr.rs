@@ -86,6 +86,8 @@ pub enum Func {
     Exp,
     Abs,
     Sqrt,
+    Floor,
+    Ceil,
 }
 
 /// A parsed answer.

@@ -41,18 +41,68 @@ pub const MAX_EXTRACTED_CHARS: usize = 10_000;
 pub const SHORT_ANSWER_CHARS: usize = 100;
 
 /// The final answer of a completion.
-pub fn extract_answer(completion: &str) -> Option<&str> {
+///
+/// In order: the last `\boxed{}`/`\fbox{}` outside think blocks (several boxes that end the
+/// completion separated only by commas or "and" are one list: `\boxed{1}, \boxed{2}`); else
+/// the text after the last "answer is", "Answer:" or GSM8K's `####`, cut at the end of its
+/// sentence or at a reason ("because", "since", a parenthesis); else the whole text when short.
+pub fn extract_answer(completion: &str) -> Option<String> {
     let text = extract::strip_think(completion);
-    if let Some(boxed) = extract::last_boxed(text) {
-        return Some(boxed);
+    let text = text.as_ref();
+    if let Some(boxes) = final_boxes(text) {
+        // "\boxed{\text{The answer is } 5}": the marker inside the box still leads.
+        return Some(after_markers(&boxes).unwrap_or(boxes));
     }
-    for marker in ["final answer is", "answer is:", "answer is", "final answer:", "answer:"] {
-        if let Some(found) = extract::after_marker(text, marker) {
-            return Some(found.trim_end_matches('.').trim());
-        }
+    if let Some(found) = after_markers(text) {
+        return Some(found);
     }
     let trimmed = text.trim();
-    (!trimmed.is_empty() && trimmed.chars().count() <= SHORT_ANSWER_CHARS).then_some(trimmed)
+    (!trimmed.is_empty() && trimmed.chars().count() <= SHORT_ANSWER_CHARS)
+        .then(|| trimmed.to_owned())
+}
+
+/// The text after the last answer marker, cut at the end of its sentence.
+fn after_markers(text: &str) -> Option<String> {
+    ["final answer is", "answer is:", "answer is", "final answer:", "answer:", "####"]
+        .iter()
+        .find_map(|marker| extract::after_marker(text, marker))
+        .map(|found| cut_sentence(found.trim_start_matches(['}', ':', ' '])).to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// The last box, or the run of boxes that ends the text joined by commas.
+fn final_boxes(text: &str) -> Option<String> {
+    let mut rest = text;
+    let mut boxes = Vec::new();
+    loop {
+        let last = extract::last_boxed(rest)?;
+        boxes.push(last.to_owned());
+        let start = ["\\boxed", "\\fbox"].iter().filter_map(|c| rest.rfind(c)).max()?;
+        rest = &rest[..start];
+        let gap = rest.trim_end().trim_end_matches('$').trim_end();
+        let joined = gap
+            .strip_suffix(',')
+            .or_else(|| gap.strip_suffix("and"))
+            .map(|g| g.trim_end().trim_end_matches('$'));
+        match joined {
+            Some(before) if before.trim_end().ends_with('}') && boxes.len() < 16 => rest = before,
+            _ => break,
+        }
+    }
+    boxes.reverse();
+    Some(boxes.join(", "))
+}
+
+/// The answer part of "answer is X. I hope it is correct." or "X because ...".
+fn cut_sentence(found: &str) -> &str {
+    let mut end = found.len();
+    for stop in [". ", " because", " since", " as ", " (", ", not ", "; ", " which "] {
+        if let Some(i) = found.find(stop) {
+            end = end.min(i);
+        }
+    }
+    // Markdown emphasis and a closing exclamation mark are prose ("**Answer:** 16", "is 5!").
+    found[..end].trim().trim_matches('*').trim().trim_end_matches(['.', '!']).trim()
 }
 
 /// Whether `completion`'s final answer is equivalent to `gold` (which may itself be boxed).
@@ -81,14 +131,14 @@ pub fn explain(gold: &str, completion: &str) -> Verdict {
         return verdict(false, "input too long", String::new(), String::new());
     }
     let gold = if gold.contains("\\boxed") || gold.contains("\\fbox") {
-        extract_answer(gold).unwrap_or(gold)
+        extract_answer(gold).unwrap_or_else(|| gold.to_owned())
     } else {
-        gold
+        gold.to_owned()
     };
     let Some(answer) = extract_answer(completion) else {
-        return verdict(false, "no answer found", gold.to_owned(), String::new());
+        return verdict(false, "no answer found", gold, String::new());
     };
-    compare_answers(gold, answer)
+    compare_answers(&gold, &answer)
 }
 
 /// Whether two extracted answers are equivalent.
@@ -105,6 +155,19 @@ fn letter(s: &str) -> Option<char> {
         (Some(c), None) if ('A'..='J').contains(&c) => Some(c),
         _ => None,
     }
+}
+
+/// Distinct option letters named in an answer as `(X)` or alone: more than one is a hedge.
+fn letters_named(s: &str) -> std::collections::BTreeSet<char> {
+    let b = s.as_bytes();
+    s.char_indices()
+        .filter(|&(i, c)| {
+            ('A'..='J').contains(&c)
+                && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+                && b.get(i + 1).is_none_or(|n| !n.is_ascii_alphanumeric())
+        })
+        .map(|(_, c)| c)
+        .collect()
 }
 
 /// Words of three or more letters that are not math (function names, constants).
@@ -178,6 +241,15 @@ fn has_words(s: &str) -> bool {
         "cdots",
         "text",
         "approx",
+        "mathbb",
+        "lfloor",
+        "rfloor",
+        "lceil",
+        "rceil",
+        "langle",
+        "rangle",
+        "array",
+        "overline",
     ];
     let mut word = String::new();
     let mut after_backslash = false;
@@ -198,8 +270,23 @@ fn has_words(s: &str) -> bool {
     false
 }
 
+/// Text for comparing answers as words: lowercase, without spaces or a final full stop, but with
+/// every sign and operator kept (so `abc` never equals `a+b+c`).
 fn text_key(s: &str) -> String {
-    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+    let key: String = s
+        .trim()
+        .trim_end_matches('.')
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect();
+    // Phrases that mean the same answer.
+    match key.as_str() {
+        "dne" | "doesnotexist" | "undefined" | "doesn'texist" => "<does not exist>".to_owned(),
+        "nosolution" | "nosolutions" | "norealsolution" | "norealsolutions" | "\\emptyset"
+        | "\\varnothing" | "∅" | "\\{\\}" => "<empty set>".to_owned(),
+        _ => key,
+    }
 }
 
 fn compare_answers(gold: &str, answer: &str) -> Verdict {
@@ -211,34 +298,54 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
             answer: String::new(),
         };
     }
-    let (g, a) = (normalize(gold), normalize(answer));
+    let (gn, an) = (normalize::normalize_with_units(gold), normalize::normalize_with_units(answer));
+    let (g, a) = (gn.text, an.text);
     let verdict =
         |equivalent, rule| Verdict { equivalent, rule, gold: g.clone(), answer: a.clone() };
     if g.is_empty() || a.is_empty() {
         return verdict(false, "empty answer");
     }
+    // Two answers that both name units must name the same ones: 5 m is not 5 cm.
+    let unit_key = |u: &[String]| u.iter().map(|x| text_key(x)).collect::<Vec<_>>();
+    if !gn.units.is_empty() && !an.units.is_empty() && unit_key(&gn.units) != unit_key(&an.units) {
+        return verdict(false, "different units");
+    }
     if g == a {
         return verdict(true, "identical after normalisation");
     }
     if let Some(gl) = letter(&g) {
+        let named = letters_named(&a);
+        if named.len() > 1 {
+            return verdict(false, "several option letters");
+        }
         let al = letter(&a).or_else(|| crate::mcq::extract_letter(answer, 10));
         return verdict(al == Some(gl), "multiple-choice letter");
     }
-    if has_words(&g) || has_words(&a) {
-        return verdict(text_key(&g) == text_key(&a), "text");
-    }
+    let wordy = has_words(&g) || has_words(&a);
     let mut budget = expr::Budget::new(expr::DEFAULT_BUDGET);
-    let (Some(ge), Some(ae)) = (parse::parse(&g, &mut budget), parse::parse(&a, &mut budget))
-    else {
-        return verdict(
-            text_key(&g) == text_key(&a) && !text_key(&g).is_empty(),
-            "unparsed, compared as text",
-        );
+    let parsed = (parse::parse(&g, &mut budget), parse::parse(&a, &mut budget));
+    if wordy && text_key(&g).starts_with('<') && text_key(&g) == text_key(&a) {
+        return verdict(true, "text");
+    }
+    let (Some(ge), Some(ae)) = parsed else {
+        let same = !text_key(&g).is_empty() && text_key(&g) == text_key(&a);
+        return verdict(same, if wordy { "text" } else { "unparsed, compared as text" });
     };
     let (ge, ae) = (compare::canonical(ge), compare::canonical(ae));
-    let equivalent = compare::equivalent(&ge, &ae, &mut budget);
+    if compare::equivalent(&ge, &ae, &mut budget) {
+        return Verdict {
+            equivalent: true,
+            rule: "math",
+            gold: ge.to_string(),
+            answer: ae.to_string(),
+        };
+    }
+    // Words parse as products of letters (Monday = M·o·n·d·a·y); as text they may still agree.
+    if wordy && text_key(&g) == text_key(&a) {
+        return verdict(true, "text");
+    }
     Verdict {
-        equivalent,
+        equivalent: false,
         rule: if budget.left() == 0 { "work budget exhausted" } else { "math" },
         gold: ge.to_string(),
         answer: ae.to_string(),
@@ -255,11 +362,16 @@ mod tests {
             ("<think>\\boxed{1}</think> so \\boxed{\\frac{1}{2}}.", Some("\\frac{1}{2}")),
             ("Work.\nThe answer is 42.", Some("42")),
             ("Final answer: x = 3", Some("x = 3")),
+            ("Final Answer: The final answer is 16. I hope it is correct.", Some("16")),
+            ("The answer is 12 because 3 \\times 4 = 12.", Some("12")),
+            ("so\n#### 72", Some("72")),
+            ("The roots are $\\boxed{1}$, $\\boxed{2}$ and \\boxed{3}", Some("1, 2, 3")),
+            ("First \\boxed{3}, then correcting: \\boxed{4}", Some("4")),
             ("7", Some("7")),
             (&"word ".repeat(50), None),
         ];
         for (text, want) in cases {
-            assert_eq!(extract_answer(text), want, "{text}");
+            assert_eq!(extract_answer(text).as_deref(), want, "{text}");
         }
     }
 

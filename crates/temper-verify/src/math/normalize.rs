@@ -50,9 +50,23 @@ fn closing_brace(s: &str) -> Option<usize> {
     None
 }
 
-/// Unwraps `\text{...}`-style groups. A text group right after a number or a closing bracket is
-/// a unit and is dropped (with a following `^2`/`^3`); elsewhere its content is kept.
-fn unwrap_text(s: &str) -> String {
+/// Words that scale a number rather than name a unit.
+fn scale(word: &str) -> Option<&'static str> {
+    Some(match word.trim().to_ascii_lowercase().as_str() {
+        "hundred" => "100",
+        "thousand" => "1000",
+        "million" => "1000000",
+        "billion" => "1000000000",
+        "trillion" => "1000000000000",
+        "dozen" => "12",
+        _ => return None,
+    })
+}
+
+/// Unwraps `\text{...}`-style groups. A text group right after a value that closes the answer
+/// is a unit: it is dropped and remembered in `units` (a scale word such as "thousand" becomes a
+/// factor, "percent" a percent sign); elsewhere the group's content is kept.
+fn unwrap_text(s: &str, units: &mut Vec<String>) -> String {
     let mut out = s.to_owned();
     let mut guard = 0;
     while let Some((start, cmd)) = TEXT_COMMANDS
@@ -84,14 +98,95 @@ fn unwrap_text(s: &str) -> String {
             && out[after..].trim().is_empty()
             && !before.is_empty();
         let replacement = if is_unit {
+            let unit = out[inner_start..after].replace(['{', '}'], "").trim().to_owned();
             end = after;
-            String::new()
+            if let Some(factor) = scale(word) {
+                format!("\\cdot {factor}")
+            } else if word.eq_ignore_ascii_case("percent") {
+                "\\%".to_owned()
+            } else {
+                units.push(unit);
+                String::new()
+            }
         } else if cmd == "\\operatorname" {
             format!("\\{}", inner.trim())
         } else {
             inner
         };
         out.replace_range(start..end, &replacement);
+    }
+    out
+}
+
+/// `0.\overline{3}`, `0.1\bar{6}` and `0.333\ldots` as exact fractions; `None` if `s` is not a
+/// repeating decimal.
+fn repeating_decimal(s: &str) -> Option<String> {
+    let (body, repeat) = if let Some(i) = s.find("\\overline{").or_else(|| s.find("\\bar{")) {
+        let open = s[i..].find('{')? + i + 1;
+        let close = closing_brace(&s[open..])? + open;
+        if !s[close + 1..].trim().is_empty() {
+            return None;
+        }
+        (s[..i].to_owned(), s[open..close].trim().to_owned())
+    } else {
+        let stripped = ["\\ldots", "\\dots", "\\cdots", "..."]
+            .iter()
+            .find_map(|e| s.trim().strip_suffix(e))?;
+        let digits = stripped.trim_end();
+        let last = digits.chars().last()?;
+        // A digit written at least twice before the dots is the repeating part.
+        let run = digits.chars().rev().take_while(|c| *c == last).count();
+        if !last.is_ascii_digit() || run < 2 {
+            return None;
+        }
+        (digits[..digits.len() - 1].to_owned(), last.to_string())
+    };
+    let (sign, body) = match body.trim().strip_prefix('-') {
+        Some(rest) => ("-", rest.trim().to_owned()),
+        None => ("", body.trim().to_owned()),
+    };
+    let (int_part, frac_part) = body.split_once('.')?;
+    let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if repeat.is_empty() || repeat.len() > 12 || frac_part.len() > 12 || int_part.len() > 12 {
+        return None;
+    }
+    if !all_digits(int_part) || !all_digits(frac_part) || !all_digits(&repeat) {
+        return None;
+    }
+    // x = I.F(R): x = (IFR − IF) / (10^{|F|}·(10^{|R|} − 1)).
+    let whole: u128 = format!("{int_part}{frac_part}{repeat}").parse().ok()?;
+    let head: u128 = format!("0{int_part}{frac_part}").parse().ok()?;
+    let den = 10u128.pow(frac_part.len() as u32) * (10u128.pow(repeat.len() as u32) - 1);
+    Some(format!("{sign}\\frac{{{}}}{{{den}}}", whole - head))
+}
+
+/// `{a \over b}` as `\frac{a}{b}`.
+fn rewrite_over(s: &str) -> String {
+    let mut out = s.to_owned();
+    for _ in 0..16 {
+        let Some(i) = out
+            .match_indices("\\over")
+            .map(|(i, _)| i)
+            .find(|&i| !out[i + 5..].starts_with(|c: char| c.is_ascii_alphabetic()))
+        else {
+            break;
+        };
+        // The innermost group around it.
+        let mut depth = 0i32;
+        let Some(open) = out[..i].char_indices().rev().find_map(|(j, c)| {
+            match c {
+                '}' => depth += 1,
+                '{' if depth == 0 => return Some(j),
+                '{' => depth -= 1,
+                _ => {}
+            }
+            None
+        }) else {
+            break;
+        };
+        let Some(close) = closing_brace(&out[i..]).map(|c| c + i) else { break };
+        let (num, den) = (out[open + 1..i].to_owned(), out[i + 5..close].to_owned());
+        out.replace_range(open..=close, &format!("\\frac{{{num}}}{{{den}}}"));
     }
     out
 }
@@ -126,8 +221,23 @@ fn thin_spaces(s: &str) -> String {
     out
 }
 
+/// An answer's text, normalised for parsing, and the units that were dropped from it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Normalized {
+    /// The value's text.
+    pub text: String,
+    /// Units written after the value ("cm", "m^2", "dollars"), in order.
+    pub units: Vec<String>,
+}
+
 /// Normalises an answer's text for parsing.
 pub fn normalize(answer: &str) -> String {
+    normalize_with_units(answer).text
+}
+
+/// Normalises an answer's text for parsing, keeping the units it drops.
+pub fn normalize_with_units(answer: &str) -> Normalized {
+    let mut units = Vec::new();
     let mut s = answer.trim().to_owned();
     for (from, to) in [
         ("\\left.", ""),
@@ -141,16 +251,14 @@ pub fn normalize(answer: &str) -> String {
         ("{,}", ","),
         ("\\,", "\u{1}"),
         ("\\!", ""),
-        ("^\\circ", ""),
-        ("^{\\circ}", ""),
-        ("^{\\circ }", ""),
-        ("\\circ", ""),
-        ("°", ""),
-        ("\\degree", ""),
+        ("^\\circ", "°"),
+        ("^{\\circ}", "°"),
+        ("^{\\circ }", "°"),
+        ("\\circ", "°"),
+        ("\\degree", "°"),
         ("\\displaystyle", ""),
         ("\\dfrac", "\\frac"),
         ("\\tfrac", "\\frac"),
-        ("\\le ", "\\le "),
     ] {
         if s.contains(from) {
             s = s.replace(from, to);
@@ -164,29 +272,87 @@ pub fn normalize(answer: &str) -> String {
             s = s.replace(word, ",");
         }
     }
-    s = unwrap_text(&s);
-    // A thin space between digit groups separates thousands (1\,000); elsewhere it is a space.
+    s = unwrap_text(&s, &mut units);
+    if let Some(i) = s.find("\\pmod") {
+        s.truncate(i);
+    }
+    if let Some(n) = number_word(&s) {
+        s = n.to_string();
+    }
     s = thin_spaces(&s);
+    if s.contains("\\over") {
+        s = rewrite_over(&s);
+    }
     if let Some(rest) = s.strip_suffix(" percent") {
         s = format!("{rest}\\%");
     }
-    // Trailing unit words after a value: "5 cm", "12 dollars".
+    // Trailing unit words after a value: "5 cm", "12 dollars"; scale words multiply.
     let words: Vec<&str> = s.split_whitespace().collect();
     if words.len() > 1 {
         let keep = words.iter().rposition(|w| !is_unit_word(w)).map_or(0, |i| i + 1);
         if keep > 0 && keep < words.len() {
             let head = words[..keep].join(" ");
             if head.chars().last().is_some_and(|c| c.is_ascii_digit() || c == ')' || c == '}') {
-                s = head;
+                let mut text = head;
+                for w in &words[keep..] {
+                    match scale(w) {
+                        Some(factor) => text.push_str(&format!("\\cdot {factor}")),
+                        None => units.push((*w).to_owned()),
+                    }
+                }
+                s = text;
             }
         }
+    }
+    if let Some(fraction) = repeating_decimal(&s) {
+        s = fraction;
     }
     let mut s = s.trim().trim_end_matches(['.', ',', ';']).trim().to_owned();
     let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     if is_thousands_grouped(&compact) {
         s = compact.replace(',', "");
+    } else if is_space_grouped(&s) {
+        s = compact;
     }
-    s
+    Normalized { text: s, units }
+}
+
+/// A number written as a word ("three"), for answers that spell it out.
+fn number_word(s: &str) -> Option<u32> {
+    const WORDS: &[&str] = &[
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let w = s.trim().to_ascii_lowercase();
+    WORDS.iter().position(|x| *x == w).map(|i| i as u32)
+}
+
+/// `1 000 000`: digit groups of three after a first group of one to three.
+fn is_space_grouped(s: &str) -> bool {
+    let groups: Vec<&str> = s.trim().split(' ').collect();
+    groups.len() > 1
+        && (1..=3).contains(&groups[0].len())
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && groups.iter().all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -201,7 +367,7 @@ mod tests {
             ("10\\text{ cm}^2", "10"),
             ("\\text{Monday}", "Monday"),
             ("\\text{(C)}", "(C)"),
-            ("90^\\circ", "90"),
+            ("90^\\circ", "90°"),
             ("1,000,000", "1000000"),
             ("1, 000", "1000"),
             ("1\\,000", "1000"),
@@ -217,6 +383,17 @@ mod tests {
             ("50 percent", "50\\%"),
             ("\\$4.50", "4.50"),
             ("x y", "x y"),
+            ("0.\\overline{3}", "\\frac{3}{9}"),
+            ("0.1\\bar{6}", "\\frac{15}{90}"),
+            ("0.666...", "\\frac{600}{900}"),
+            ("0.12...", "0.12"),
+            ("0.33...", "\\frac{30}{90}"),
+            ("\\text{three}", "3"),
+            ("3 \\pmod{7}", "3"),
+            ("{3\\over4}", "\\frac{3}{4}"),
+            ("3\\text{ thousand}", "3\\cdot 1000"),
+            ("25\\text{ percent}", "25\\%"),
+            ("1 000 000", "1000000"),
         ];
         for (input, want) in cases {
             assert_eq!(normalize(input), want, "{input}");

@@ -46,6 +46,12 @@ enum Tok {
     Cup,
     MatBegin,
     MatEnd,
+    Degree,
+    FloorOpen,
+    FloorClose,
+    CeilOpen,
+    CeilClose,
+    Reals,
 }
 
 const GREEK: &[&str] = &[
@@ -161,6 +167,10 @@ fn command(name: &str) -> Option<Tok> {
         "vert" | "lvert" | "rvert" | "mid" => Tok::Bar,
         "langle" => Tok::LParen,
         "rangle" => Tok::RParen,
+        "lfloor" => Tok::FloorOpen,
+        "rfloor" => Tok::FloorClose,
+        "lceil" => Tok::CeilOpen,
+        "rceil" => Tok::CeilClose,
         _ => return None,
     })
 }
@@ -224,6 +234,15 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
                     toks.push(if name == "begin" { Tok::MatBegin } else { Tok::MatEnd });
                     continue;
                 }
+                if name == "mathbb" {
+                    let rest: String = chars[i..].iter().take(3).collect();
+                    if rest == "{R}" {
+                        i += 3;
+                        toks.push(Tok::Reals);
+                        continue;
+                    }
+                    return None;
+                }
                 if IGNORED.contains(&name.as_str()) {
                     continue;
                 }
@@ -281,7 +300,7 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
             '+' => Tok::Plus,
             '-' | '−' | '–' => Tok::Minus,
             '*' | '×' | '·' => Tok::Star,
-            '/' | '÷' => Tok::Slash,
+            '/' | '÷' | ':' => Tok::Slash,
             '^' => Tok::Caret,
             '_' => Tok::Underscore,
             '!' => Tok::Bang,
@@ -322,6 +341,7 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
             'π' => Tok::Pi,
             '∞' => Tok::Inf,
             '∅' => Tok::EmptySet,
+            '°' => Tok::Degree,
             '√' => Tok::Sqrt,
             _ => return None,
         });
@@ -334,6 +354,8 @@ struct Parser<'b> {
     pos: usize,
     depth: usize,
     budget: &'b mut Budget,
+    /// A degree sign was read inside the argument of a trigonometric function.
+    degrees: bool,
 }
 
 type P<T> = Option<T>;
@@ -454,13 +476,23 @@ impl Parser<'_> {
 
     fn term(&mut self) -> P<Expr> {
         let first = self.unary()?;
-        // A mixed number: 2\frac{1}{2} is 5/2, not 2 · 1/2.
-        if let Expr::Num(whole) = &first
-            && whole.is_integer()
-            && self.peek() == Some(&Tok::Frac)
+        // A mixed number: 2\frac{1}{2} or "2 1/2" is 5/2, not a product; -3\frac12 is -7/2.
+        let (negative, whole) = match &first {
+            Expr::Num(q) => (false, Some(q)),
+            Expr::Neg(inner) => match &**inner {
+                Expr::Num(q) => (true, Some(q)),
+                _ => (false, None),
+            },
+            _ => (false, None),
+        };
+        if let Some(whole) = whole.filter(|q| q.is_integer() && !q.is_negative())
             && let Some(fraction) = self.mixed_fraction()
         {
-            return Some(Expr::Add(vec![first, fraction]));
+            let mut mixed = Expr::Add(vec![Expr::Num(whole.clone()), fraction]);
+            if self.eat(&Tok::Percent) {
+                mixed = Expr::Percent(Box::new(mixed));
+            }
+            return Some(if negative { Expr::Neg(Box::new(mixed)) } else { mixed });
         }
         let mut factors = vec![first];
         loop {
@@ -494,16 +526,22 @@ impl Parser<'_> {
             _ => None,
         };
         let at = |k: usize| self.toks.get(self.pos + k);
-        let (num, den, len) = if at(1) == Some(&Tok::LBrace) {
-            let num = digits(at(2))?;
-            (at(3) == Some(&Tok::RBrace)
-                && at(4) == Some(&Tok::LBrace)
-                && at(6) == Some(&Tok::RBrace))
-            .then_some(())?;
-            (num, digits(at(5))?, 7)
-        } else {
-            let both = digits(at(1)).filter(|n| n.len() == 2)?;
-            (both[..1].to_owned(), both[1..].to_owned(), 2)
+        let (num, den, len) = match at(0) {
+            Some(Tok::Frac) if at(1) == Some(&Tok::LBrace) => {
+                let num = digits(at(2))?;
+                (at(3) == Some(&Tok::RBrace)
+                    && at(4) == Some(&Tok::LBrace)
+                    && at(6) == Some(&Tok::RBrace))
+                .then_some(())?;
+                (num, digits(at(5))?, 7)
+            }
+            Some(Tok::Frac) => {
+                let both = digits(at(1)).filter(|n| n.len() == 2)?;
+                (both[..1].to_owned(), both[1..].to_owned(), 2)
+            }
+            // "2 1/2": two numbers side by side only happen with a space between them.
+            Some(Tok::Num(_)) if at(1) == Some(&Tok::Slash) => (digits(at(0))?, digits(at(2))?, 3),
+            _ => return None,
         };
         let next = self.toks.get(self.pos + len);
         if next.is_some_and(|t| {
@@ -512,7 +550,8 @@ impl Parser<'_> {
             return None;
         }
         let (num, den) = (Self::number(&num)?, Self::number(&den)?);
-        if matches!(num, Expr::Num(q) if q.is_zero()) || matches!(den, Expr::Num(q) if q.is_zero())
+        if matches!(&num, Expr::Num(q) if q.is_zero())
+            || matches!(&den, Expr::Num(q) if q.is_zero())
         {
             return None;
         }
@@ -531,7 +570,7 @@ impl Parser<'_> {
                 self.pos += 1;
                 self.nested(Self::unary)
             }
-            Some(Tok::PlusMinus) => {
+            Some(Tok::PlusMinus | Tok::MinusPlus) => {
                 self.pos += 1;
                 let e = self.nested(Self::unary)?;
                 Some(Expr::PlusMinus(Box::new(Expr::Num(Rational::int(0))), Box::new(e)))
@@ -582,6 +621,12 @@ impl Parser<'_> {
                     self.pos += 1;
                     e = Expr::Percent(Box::new(e));
                 }
+                Some(Tok::Degree) => {
+                    // Degrees mean something only inside a trigonometric function; elsewhere
+                    // an angle is compared by its number (90° against 90).
+                    self.pos += 1;
+                    self.degrees = true;
+                }
                 _ => return Some(e),
             }
         }
@@ -609,21 +654,40 @@ impl Parser<'_> {
                 self.budget.spend(1).ok()?;
                 Self::number(first)
             }
-            _ => self.nested(Self::postfix),
+            _ => self.nested(Self::atom),
         }
     }
 
     /// The argument of a function such as `\sin`: a parenthesised or braced group, or else the
     /// following numbers and letters (`\cos 2x` is cos(2x); `\sin x \cos x` is sin(x)·cos(x)).
-    fn func_arg(&mut self) -> P<Expr> {
-        if matches!(self.peek(), Some(Tok::LParen | Tok::LBrace)) {
-            return self.nested(Self::power);
-        }
-        let mut factors = vec![self.nested(Self::power)?];
-        while matches!(self.peek(), Some(Tok::Num(_) | Tok::Letter(_) | Tok::Greek(_) | Tok::Pi)) {
-            factors.push(self.nested(Self::power)?);
-        }
-        Some(if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) })
+    fn func_arg(&mut self, trig: bool) -> P<Expr> {
+        let outer = std::mem::replace(&mut self.degrees, false);
+        let arg = if matches!(self.peek(), Some(Tok::LParen | Tok::LBrace)) {
+            self.nested(Self::power)?
+        } else {
+            let mut factors = vec![self.nested(Self::power)?];
+            while matches!(
+                self.peek(),
+                Some(Tok::Num(_) | Tok::Letter(_) | Tok::Greek(_) | Tok::Pi)
+            ) {
+                factors.push(self.nested(Self::power)?);
+            }
+            if factors.len() == 1 { factors.pop()? } else { Expr::Mul(factors) }
+        };
+        let in_degrees = std::mem::replace(&mut self.degrees, outer);
+        Some(if trig && in_degrees {
+            // sin 30° = sin(30·π/180)
+            Expr::Mul(vec![
+                arg,
+                Expr::Pi,
+                Expr::Div(
+                    Box::new(Expr::Num(Rational::int(1))),
+                    Box::new(Expr::Num(Rational::int(180))),
+                ),
+            ])
+        } else {
+            arg
+        })
     }
 
     fn atom(&mut self) -> P<Expr> {
@@ -661,6 +725,23 @@ impl Parser<'_> {
             Tok::Greek(g) => Some(Expr::Sym(g.to_owned())),
             Tok::Pi => Some(Expr::Pi),
             Tok::Inf => Some(Expr::Inf),
+            Tok::Reals => Some(Expr::Interval(
+                Box::new(Expr::Neg(Box::new(Expr::Inf))),
+                Box::new(Expr::Inf),
+                false,
+                false,
+            )),
+            Tok::FloorOpen | Tok::CeilOpen => {
+                let (close, f) = if t == Tok::FloorOpen {
+                    (Tok::FloorClose, Func::Floor)
+                } else {
+                    (Tok::CeilClose, Func::Ceil)
+                };
+                self.nested(|p| {
+                    let inner = p.sum()?;
+                    p.eat(&close).then(|| Expr::Apply(f, Box::new(inner)))
+                })
+            }
             Tok::EmptySet => Some(Expr::EmptySet),
             Tok::LParen => self.nested(|p| {
                 let items = p.list(&[Tok::RParen, Tok::RBrack])?;
@@ -748,7 +829,11 @@ impl Parser<'_> {
                 // \sin^2 x means (\sin x)^2.
                 let power =
                     if self.eat(&Tok::Caret) { Some(self.nested(Self::exponent)?) } else { None };
-                let x = self.func_arg()?;
+                let trig = matches!(
+                    f,
+                    Func::Sin | Func::Cos | Func::Tan | Func::Cot | Func::Sec | Func::Csc
+                );
+                let x = self.func_arg(trig)?;
                 let applied = Expr::Apply(f, Box::new(x));
                 Some(match power {
                     Some(p) => Expr::Pow(Box::new(applied), Box::new(p)),
@@ -759,7 +844,7 @@ impl Parser<'_> {
                 let base = if self.eat(&Tok::Underscore) { Some(self.arg()?) } else { None };
                 let power =
                     if self.eat(&Tok::Caret) { Some(self.nested(Self::exponent)?) } else { None };
-                let x = self.func_arg()?;
+                let x = self.func_arg(false)?;
                 // A bare log is the natural logarithm, as in SymPy and most graders.
                 let applied = match base {
                     Some(b) => Expr::Log(Box::new(b), Box::new(x)),
@@ -807,7 +892,7 @@ pub fn parse(text: &str, budget: &mut Budget) -> Option<Expr> {
     if toks.is_empty() {
         return None;
     }
-    let mut p = Parser { toks, pos: 0, depth: 0, budget };
+    let mut p = Parser { toks, pos: 0, depth: 0, budget, degrees: false };
     let items = p.list(&[])?;
     if p.pos != p.toks.len() {
         return None;

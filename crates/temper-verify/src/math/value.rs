@@ -1,67 +1,77 @@
-//! Numbers: exact rationals while they fit, complex floating point otherwise.
+//! Numbers: exact rationals (arbitrary precision, up to a size cap) while they can be, complex
+//! floating point otherwise.
 
-use std::cmp::Ordering;
 use std::fmt;
 
+use num_bigint::BigInt;
 use num_complex::Complex64;
 
-/// An exact rational `num/den` in lowest terms with `den > 0`, in 128-bit integers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Rational {
-    num: i128,
-    den: i128,
-}
+use num_rational::BigRational;
+use num_traits::{One, Signed, ToPrimitive, Zero};
 
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
+/// Largest numerator or denominator kept exactly, in bits (about 2,500 decimal digits).
+pub const MAX_BITS: u64 = 8192;
+
+/// An exact rational in lowest terms, with numerator and denominator under [`MAX_BITS`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rational(BigRational);
 
 impl Rational {
-    /// `num/den`, reduced; `None` when `den` is 0 or the value does not fit.
+    fn checked(value: BigRational) -> Option<Self> {
+        (value.numer().bits() <= MAX_BITS && value.denom().bits() <= MAX_BITS)
+            .then_some(Self(value))
+    }
+
+    /// `num/den`, reduced; `None` when `den` is 0.
     pub fn new(num: i128, den: i128) -> Option<Self> {
         if den == 0 {
             return None;
         }
-        let g = gcd(num.unsigned_abs(), den.unsigned_abs()).max(1);
-        let g = i128::try_from(g).ok()?;
-        let (mut num, mut den) = (num / g, den / g);
-        if den < 0 {
-            num = num.checked_neg()?;
-            den = den.checked_neg()?;
-        }
-        Some(Self { num, den })
+        Self::checked(BigRational::new(BigInt::from(num), BigInt::from(den)))
     }
 
     /// An integer.
     pub fn int(n: i128) -> Self {
-        Self { num: n, den: 1 }
-    }
-
-    /// Numerator.
-    pub fn num(self) -> i128 {
-        self.num
-    }
-
-    /// Denominator (positive).
-    pub fn den(self) -> i128 {
-        self.den
+        Self(BigRational::from_integer(BigInt::from(n)))
     }
 
     /// Whether the value is an integer.
-    pub fn is_integer(self) -> bool {
-        self.den == 1
+    pub fn is_integer(&self) -> bool {
+        self.0.is_integer()
     }
 
     /// Whether the value is zero.
-    pub fn is_zero(self) -> bool {
-        self.num == 0
+    pub fn is_zero(&self) -> bool {
+        self.0.is_zero()
+    }
+
+    /// Whether the denominator is at most `limit`.
+    pub fn denom_at_most(&self, limit: u64) -> bool {
+        self.0.denom().to_u64().is_some_and(|d| d <= limit)
+    }
+
+    /// Whether the value is below zero.
+    pub fn is_negative(&self) -> bool {
+        self.0.is_negative()
+    }
+
+    /// The value as an `i64`, when it is an integer that fits.
+    pub fn to_i64(&self) -> Option<i64> {
+        if self.is_integer() { self.0.numer().to_i64() } else { None }
+    }
+
+    /// The numerator, when it fits an `i64`.
+    pub fn numer_i64(&self) -> Option<i64> {
+        self.0.numer().to_i64()
+    }
+
+    /// The denominator, when it fits a `u32`.
+    pub fn denom_u32(&self) -> Option<u32> {
+        self.0.denom().to_u32()
     }
 
     /// Parses a decimal literal such as `12`, `0.25` or `.5`, optionally with an exponent
-    /// (`1.5e3`); `None` when it does not fit exactly.
+    /// (`1.5e3`); `None` when it is malformed or too large to hold exactly.
     pub fn parse_decimal(text: &str) -> Option<Self> {
         let (mantissa, exponent) = match text.find(['e', 'E']) {
             Some(i) => (&text[..i], text[i + 1..].parse::<i32>().ok()?),
@@ -73,122 +83,97 @@ impl Rational {
         {
             return None;
         }
-        let all = format!("{int_part}{frac_part}");
-        let all = all.trim_start_matches('0');
-        if all.len() > 36 {
+        if int_part.len() + frac_part.len() > 2_400 || exponent.unsigned_abs() > 2_400 {
             return None;
         }
-        let num: i128 = if all.is_empty() { 0 } else { all.parse().ok()? };
+        let num: BigInt = format!("{int_part}{frac_part}0").parse::<BigInt>().ok()? / 10;
         let scale = i32::try_from(frac_part.len()).ok()? - exponent;
-        let ten = Self::int(10);
-        let value = Self::int(num);
-        if scale >= 0 {
-            value.checked_div(ten.powi(scale)?)
+        let ten = BigInt::from(10).pow(scale.unsigned_abs());
+        let value = if scale >= 0 {
+            BigRational::new(num, ten)
         } else {
-            value.checked_mul(ten.powi(-scale)?)
+            BigRational::from_integer(num * ten)
+        };
+        Self::checked(value)
+    }
+
+    /// Sum, when it stays under the size cap.
+    pub fn checked_add(&self, o: &Self) -> Option<Self> {
+        Self::checked(&self.0 + &o.0)
+    }
+
+    /// Product, when it stays under the size cap.
+    pub fn checked_mul(&self, o: &Self) -> Option<Self> {
+        if self.0.numer().bits() + o.0.numer().bits() > MAX_BITS + 64 {
+            return None;
         }
-    }
-
-    /// Sum.
-    pub fn checked_add(self, o: Self) -> Option<Self> {
-        let num = self.num.checked_mul(o.den)?.checked_add(o.num.checked_mul(self.den)?)?;
-        Self::new(num, self.den.checked_mul(o.den)?)
-    }
-
-    /// Product.
-    pub fn checked_mul(self, o: Self) -> Option<Self> {
-        let g1 = gcd(self.num.unsigned_abs(), o.den.unsigned_abs()).max(1) as i128;
-        let g2 = gcd(o.num.unsigned_abs(), self.den.unsigned_abs()).max(1) as i128;
-        Self::new(
-            (self.num / g1).checked_mul(o.num / g2)?,
-            (self.den / g2).checked_mul(o.den / g1)?,
-        )
+        Self::checked(&self.0 * &o.0)
     }
 
     /// Negation.
-    pub fn checked_neg(self) -> Option<Self> {
-        Some(Self { num: self.num.checked_neg()?, den: self.den })
+    pub fn checked_neg(&self) -> Option<Self> {
+        Some(Self(-&self.0))
     }
 
-    /// Quotient; `None` for division by zero or overflow.
-    pub fn checked_div(self, o: Self) -> Option<Self> {
-        if o.num == 0 {
+    /// Quotient; `None` for division by zero or a result over the cap.
+    pub fn checked_div(&self, o: &Self) -> Option<Self> {
+        if o.0.is_zero() {
             return None;
         }
-        self.checked_mul(Self::new(o.den, o.num)?)
+        Self::checked(&self.0 / &o.0)
     }
 
-    /// Integer power (`|e|` at most 4096), exact or `None`.
-    pub fn powi(self, e: i32) -> Option<Self> {
-        if e.unsigned_abs() > 4096 {
+    /// Integer power, exact or `None` (too large, or 0 to a negative power).
+    pub fn powi(&self, e: i64) -> Option<Self> {
+        if self.0.is_zero() {
+            return if e > 0 { Some(self.clone()) } else { None };
+        }
+        let bits = self.0.numer().bits().max(self.0.denom().bits()).max(1);
+        if e.unsigned_abs().saturating_mul(bits) > MAX_BITS + 64 {
             return None;
         }
-        let mut base = if e < 0 { Self::int(1).checked_div(self)? } else { self };
-        let mut e = e.unsigned_abs();
-        let mut acc = Self::int(1);
-        while e > 0 {
-            if e & 1 == 1 {
-                acc = acc.checked_mul(base)?;
-            }
-            e >>= 1;
-            if e > 0 {
-                base = base.checked_mul(base)?;
-            }
-        }
-        Some(acc)
+        let base = if e < 0 { BigRational::one() / &self.0 } else { self.0.clone() };
+        Self::checked(num_traits::pow(base, usize::try_from(e.unsigned_abs()).ok()?))
     }
 
     /// The exact `k`-th root, when the value is a perfect `k`-th power (non-negative for even
     /// `k`).
-    pub fn root(self, k: u32) -> Option<Self> {
-        if k == 0 || k > 64 || (k.is_multiple_of(2) && self.num < 0) {
+    pub fn root(&self, k: u32) -> Option<Self> {
+        if k == 0 || k > 64 || (k.is_multiple_of(2) && self.0.is_negative()) {
             return None;
         }
-        let r = |n: i128| -> Option<i128> {
-            let sign = n.signum();
-            let a = n.unsigned_abs();
-            let guess = (a as f64).powf(1.0 / f64::from(k)).round() as u128;
-            (guess.saturating_sub(1)..=guess + 1)
-                .find(|&c| c.checked_pow(k) == Some(a))
-                .and_then(|c| i128::try_from(c).ok())
-                .map(|c| c * sign)
+        let r = |n: &BigInt| {
+            let c = n.nth_root(k);
+            (num_traits::pow(c.clone(), k as usize) == *n).then_some(c)
         };
-        Self::new(r(self.num)?, r(self.den)?)
+        Self::checked(BigRational::new(r(self.0.numer())?, r(self.0.denom())?))
     }
 
-    /// Closest `f64`.
-    pub fn to_f64(self) -> f64 {
-        self.num as f64 / self.den as f64
-    }
-}
-
-impl PartialOrd for Rational {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Rational {
-    fn cmp(&self, other: &Self) -> Ordering {
-        match (self.num.checked_mul(other.den), other.num.checked_mul(self.den)) {
-            (Some(a), Some(b)) => a.cmp(&b),
-            _ => self.to_f64().total_cmp(&other.to_f64()),
-        }
+    /// Closest `f64` (infinite when out of range).
+    pub fn to_f64(&self) -> f64 {
+        self.0
+            .to_f64()
+            .unwrap_or_else(|| if self.0.is_negative() { f64::NEG_INFINITY } else { f64::INFINITY })
     }
 }
 
 impl fmt::Display for Rational {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.den == 1 {
-            write!(f, "{}", self.num)
+        if self.0.is_integer() {
+            write!(f, "{}", self.0.numer())
         } else {
-            write!(f, "{}/{}", self.num, self.den)
+            write!(f, "{}/{}", self.0.numer(), self.0.denom())
         }
     }
 }
 
+/// Relative tolerance for values that are not both exact.
+pub const REL_TOL: f64 = 1e-11;
+/// Absolute tolerance near zero.
+pub const ABS_TOL: f64 = 1e-15;
+
 /// A value: exact when it can be, complex floating point when it cannot.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// An exact rational.
     Exact(Rational),
@@ -198,41 +183,41 @@ pub enum Value {
 
 impl Value {
     /// As a complex number.
-    pub fn complex(self) -> Complex64 {
+    pub fn complex(&self) -> Complex64 {
         match self {
             Self::Exact(q) => Complex64::new(q.to_f64(), 0.0),
-            Self::Approx(c) => c,
+            Self::Approx(c) => *c,
         }
     }
 
     /// Whether every component is finite.
-    pub fn is_finite(self) -> bool {
-        match self {
-            Self::Exact(_) => true,
-            Self::Approx(c) => c.re.is_finite() && c.im.is_finite(),
-        }
+    pub fn is_finite(&self) -> bool {
+        let c = self.complex();
+        c.re.is_finite() && c.im.is_finite()
     }
 
     /// Whether the value is (approximately) zero.
-    pub fn is_zero(self) -> bool {
+    pub fn is_zero(&self) -> bool {
         match self {
             Self::Exact(q) => q.is_zero(),
-            Self::Approx(c) => c.norm() < 1e-12,
+            Self::Approx(c) => c.norm() < ABS_TOL,
         }
     }
 
-    /// Equal exactly when both are exact; otherwise within a relative tolerance of 1e-9 (with an
-    /// absolute floor of 1e-12 near zero).
-    pub fn approx_eq(self, other: Self) -> bool {
+    /// Equal exactly when both are exact; otherwise within a relative [`REL_TOL`] (with an
+    /// absolute floor of [`ABS_TOL`] near zero), loose enough for the rounding of
+    /// `e^{iπ} = -1`. (Whether a decimal may stand for an irrational value is decided by the
+    /// caller; see `compare`.)
+    pub fn approx_eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Exact(a), Self::Exact(b)) => a == b,
             _ => {
-                let (a, b) = (self.complex(), other.complex());
                 if !(self.is_finite() && other.is_finite()) {
                     return false;
                 }
+                let (a, b) = (self.complex(), other.complex());
                 let scale = a.norm().max(b.norm());
-                (a - b).norm() <= 1e-9 * scale + 1e-12
+                (a - b).norm() <= REL_TOL * scale + ABS_TOL
             }
         }
     }
@@ -250,9 +235,9 @@ mod tests {
     fn arithmetic_and_parsing() {
         assert_eq!(q(2, 4), q(1, 2));
         assert_eq!(q(1, -2), q(-1, 2));
-        assert_eq!(q(1, 3).checked_add(q(1, 6)), Some(q(1, 2)));
-        assert_eq!(q(2, 3).checked_mul(q(9, 4)), Some(q(3, 2)));
-        assert_eq!(q(1, 2).checked_div(Rational::int(0)), None);
+        assert_eq!(q(1, 3).checked_add(&q(1, 6)), Some(q(1, 2)));
+        assert_eq!(q(2, 3).checked_mul(&q(9, 4)), Some(q(3, 2)));
+        assert_eq!(q(1, 2).checked_div(&Rational::int(0)), None);
         assert_eq!(Rational::parse_decimal("0.25"), Some(q(1, 4)));
         assert_eq!(Rational::parse_decimal(".5"), Some(q(1, 2)));
         assert_eq!(Rational::parse_decimal("1.5e3"), Some(Rational::int(1500)));
@@ -260,7 +245,6 @@ mod tests {
         assert_eq!(Rational::parse_decimal("1.2.3"), None);
         assert_eq!(Rational::int(2).powi(10), Some(Rational::int(1024)));
         assert_eq!(Rational::int(2).powi(-2), Some(q(1, 4)));
-        assert_eq!(Rational::int(10).powi(40), None, "overflow is reported, not wrapped");
         assert_eq!(q(8, 27).root(3), Some(q(2, 3)));
         assert_eq!(Rational::int(-8).root(3), Some(Rational::int(-2)));
         assert_eq!(Rational::int(8).root(2), None);
@@ -269,13 +253,25 @@ mod tests {
     }
 
     #[test]
+    fn big_integers_stay_exact() {
+        let a = Rational::parse_decimal("1234567890123456789012345678901234567890").expect("big");
+        let b = Rational::parse_decimal("1234567890123456789012345678901234567891").expect("big");
+        assert_ne!(a, b);
+        let three = Rational::int(3).powi(100).expect("3^100");
+        assert_eq!(three.to_string(), "515377520732011331036461129765621272702107522001");
+        assert_eq!(Rational::int(10).powi(5000), None, "over the size cap");
+    }
+
+    #[test]
     fn approximate_equality() {
         let third = Value::Exact(q(1, 3));
-        assert!(!third.approx_eq(Value::Exact(q(33, 100))));
-        assert!(third.approx_eq(Value::Approx(Complex64::new(1.0 / 3.0, 0.0))));
+        assert!(!third.approx_eq(&Value::Exact(q(33, 100))));
+        assert!(third.approx_eq(&Value::Approx(Complex64::new(1.0 / 3.0, 0.0))));
+        let pi = Value::Approx(Complex64::new(std::f64::consts::PI, 0.0));
         assert!(
-            !Value::Approx(Complex64::new(f64::INFINITY, 0.0))
-                .approx_eq(Value::Approx(Complex64::new(f64::INFINITY, 0.0)))
+            !pi.approx_eq(&Value::Exact(Rational::parse_decimal("3.141592654").expect("decimal")))
         );
+        let inf = Value::Approx(Complex64::new(f64::INFINITY, 0.0));
+        assert!(!inf.approx_eq(&inf.clone()));
     }
 }
