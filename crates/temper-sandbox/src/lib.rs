@@ -14,7 +14,10 @@
 //! however it ends (a caller that drops the run kills the group too). A process that leaves the
 //! group (`setsid`) escapes; the sandbox proper closes that gap with cgroups.
 
+mod chan;
+pub mod isolation;
 mod unsandboxed;
+mod wire;
 
 pub use unsandboxed::Unsandboxed;
 

@@ -177,7 +177,7 @@ fn result_of(outcome: Outcome) -> RunResult {
         RunStatus::Timeout
     } else if outcome.output_over {
         RunStatus::OutputLimit
-    } else if result.signal == Some(nix::libc::SIGXCPU) {
+    } else if result.signal == Some(libc::SIGXCPU) {
         RunStatus::Timeout
     } else if result.exit_code == Some(0) {
         RunStatus::Ok

@@ -1,0 +1,190 @@
+//! Per-slot cgroups: memory, PIDs and CPU limits, peak memory, OOM kills, and killing a whole
+//! slot at once.
+//!
+//! Two layouts are supported. Pure cgroup v2 (production hosts): one group per slot under
+//! `/sys/fs/cgroup/temper`, with the memory, pids and cpu controllers enabled there. The hybrid
+//! layout of this project's machine: v1 hierarchies hold the memory, pids and cpu controllers,
+//! and the v2 hierarchy at `/sys/fs/cgroup/unified` (no controllers) provides `cgroup.kill`.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = "/sys/fs/cgroup";
+const GROUP: &str = "temper";
+
+/// Which layout the host has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One v2 hierarchy with the controllers.
+    V2,
+    /// v1 controllers plus a v2 hierarchy at `unified` for kills.
+    Hybrid,
+}
+
+/// Detects the layout and prepares the `temper` parent groups; the error says what is missing.
+pub fn detect() -> Result<Layout, String> {
+    let v2_controllers = fs::read_to_string(format!("{ROOT}/cgroup.controllers")).unwrap_or_default();
+    if ["memory", "pids", "cpu"].iter().all(|c| v2_controllers.split_whitespace().any(|x| x == *c)) {
+        let parent = format!("{ROOT}/{GROUP}");
+        mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
+        // Enable the controllers for the slots below, in the root and in our parent.
+        for dir in [ROOT.to_owned(), parent] {
+            let _ = fs::write(format!("{dir}/cgroup.subtree_control"), "+memory +pids +cpu");
+        }
+        return Ok(Layout::V2);
+    }
+    let hybrid = ["memory", "pids", "cpu", "unified"].iter().all(|d| Path::new(&format!("{ROOT}/{d}")).is_dir());
+    if hybrid {
+        for d in ["memory", "pids", "cpu", "unified"] {
+            let parent = format!("{ROOT}/{d}/{GROUP}");
+            mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
+        }
+        return Ok(Layout::Hybrid);
+    }
+    Err(format!("no usable cgroups under {ROOT}: need cgroup v2 with memory, pids and cpu, or v1 with a v2 `unified` hierarchy"))
+}
+
+fn mkdir(path: &str) -> io::Result<()> {
+    match fs::create_dir(path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// The cgroups of one slot.
+#[derive(Debug)]
+pub struct SlotGroups {
+    layout: Layout,
+    dirs: Vec<PathBuf>,
+}
+
+/// Limits applied to a slot's cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLimits {
+    /// Memory in bytes (no swap).
+    pub memory_bytes: u64,
+    /// Most processes and threads.
+    pub pids: u64,
+    /// CPU bandwidth in hundredths of a CPU (100 = one CPU).
+    pub cpu_percent: u64,
+}
+
+impl SlotGroups {
+    /// Creates the groups of slot `id`.
+    pub fn create(layout: &Layout, id: u64) -> io::Result<Self> {
+        let name = format!("slot-{}-{id}", std::process::id());
+        let dirs: Vec<PathBuf> = match layout {
+            Layout::V2 => vec![PathBuf::from(format!("{ROOT}/{GROUP}/{name}"))],
+            Layout::Hybrid => ["memory", "pids", "cpu", "unified"]
+                .iter()
+                .map(|d| PathBuf::from(format!("{ROOT}/{d}/{GROUP}/{name}")))
+                .collect(),
+        };
+        for dir in &dirs {
+            fs::create_dir(dir)?;
+        }
+        Ok(Self { layout: layout.clone(), dirs })
+    }
+
+    fn file(&self, controller: &str, name: &str) -> PathBuf {
+        match self.layout {
+            Layout::V2 => self.dirs[0].join(name),
+            Layout::Hybrid => {
+                let i = ["memory", "pids", "cpu", "unified"].iter().position(|c| *c == controller).unwrap_or(3);
+                self.dirs[i].join(name)
+            }
+        }
+    }
+
+    /// Sets the limits.
+    pub fn set_limits(&self, limits: GroupLimits) -> io::Result<()> {
+        let period = 100_000u64;
+        let quota = period * limits.cpu_percent / 100;
+        match self.layout {
+            Layout::V2 => {
+                fs::write(self.file("memory", "memory.max"), limits.memory_bytes.to_string())?;
+                let _ = fs::write(self.file("memory", "memory.swap.max"), "0");
+                fs::write(self.file("pids", "pids.max"), limits.pids.to_string())?;
+                fs::write(self.file("cpu", "cpu.max"), format!("{quota} {period}"))?;
+            }
+            Layout::Hybrid => {
+                fs::write(self.file("memory", "memory.limit_in_bytes"), limits.memory_bytes.to_string())?;
+                let _ = fs::write(self.file("memory", "memory.memsw.limit_in_bytes"), limits.memory_bytes.to_string());
+                fs::write(self.file("pids", "pids.max"), limits.pids.to_string())?;
+                fs::write(self.file("cpu", "cpu.cfs_period_us"), period.to_string())?;
+                fs::write(self.file("cpu", "cpu.cfs_quota_us"), quota.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves process `pid` (and the children it will have) into every group.
+    pub fn add(&self, pid: u32) -> io::Result<()> {
+        for dir in &self.dirs {
+            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Peak memory in KiB since the slot began.
+    pub fn peak_kb(&self) -> u64 {
+        let name = if self.layout == Layout::V2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
+        fs::read_to_string(self.file("memory", name)).ok().and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(0) / 1024
+    }
+
+    /// How many times the OOM killer acted in this slot.
+    pub fn oom_kills(&self) -> u64 {
+        let (name, key) = if self.layout == Layout::V2 { ("memory.events", "oom_kill") } else { ("memory.oom_control", "oom_kill") };
+        fs::read_to_string(self.file("memory", name))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// Whether the memory limit was hit (v1 counts failed charges even without a kill).
+    pub fn memory_limit_hit(&self) -> bool {
+        if self.oom_kills() > 0 {
+            return true;
+        }
+        if self.layout == Layout::V2 {
+            return fs::read_to_string(self.file("memory", "memory.events"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.strip_prefix("max ").and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > 0));
+        }
+        false
+    }
+
+    /// Kills every process in the slot at once.
+    pub fn kill(&self) -> io::Result<()> {
+        fs::write(self.file("unified", "cgroup.kill"), "1")
+    }
+
+    /// Whether no process is left in the slot.
+    pub fn is_empty(&self) -> bool {
+        fs::read_to_string(self.file("unified", "cgroup.procs")).is_ok_and(|s| s.trim().is_empty())
+    }
+
+    /// Removes the groups (they must be empty); retries briefly while the kernel finishes the
+    /// last exits.
+    pub fn remove(&self) -> io::Result<()> {
+        let mut last = Ok(());
+        for dir in &self.dirs {
+            for attempt in 0..200 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e) => {
+                        if attempt == 199 {
+                            last = Err(e);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+        last
+    }
+}

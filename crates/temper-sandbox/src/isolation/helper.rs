@@ -1,0 +1,572 @@
+//! The slot helper: builds the isolation, then serves exec and file requests.
+//!
+//! Two processes. The first ("S") drops host groups, enters a new user namespace, waits for the
+//! supervisor to write its uid/gid maps and cgroups, becomes root of that namespace (an
+//! unprivileged uid on the host), enters new mount, network, IPC, UTS, cgroup and PID
+//! namespaces and forks the second ("init"), PID 1 of the new PID namespace; S then only waits.
+//! Init builds a fresh root (a small tmpfs with the runtime bound read-only, new `/proc`, a few
+//! device nodes, size-capped tmpfs `/work` and `/tmp`), pivots into it, and serves requests.
+//! Each exec forks a child that takes its descriptors, sets rlimits, becomes the unprivileged
+//! inner uid (dropping every capability), sets no-new-privileges, installs the seccomp filters
+//! and executes the program. When the program ends, init kills every other process of the
+//! namespace, so nothing it started survives it.
+//!
+//! Any failure before `Ready` is reported as `SetupFailed` and nothing runs: the sandbox fails
+//! closed.
+#![expect(unsafe_code, reason = "fork, credentials, namespaces and seccomp need raw system calls")]
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
+use rustix::process::{Pid, PidfdFlags, Signal};
+use seccompiler::BpfProgram;
+
+use super::seccomp;
+use crate::chan;
+use crate::wire::{Exec, FromSlot, SlotSpec, ToSlot};
+
+type Result<T> = std::result::Result<T, String>;
+
+fn os(step: &str) -> impl FnOnce(io::Error) -> String + '_ {
+    move |e| format!("{step}: {e}")
+}
+
+fn rx(step: &str) -> impl FnOnce(rustix::io::Errno) -> String + '_ {
+    move |e| format!("{step}: {}", io::Error::from(e))
+}
+
+fn check(step: &str, r: libc::c_int) -> Result<()> {
+    if r < 0 { Err(format!("{step}: {}", io::Error::last_os_error())) } else { Ok(()) }
+}
+
+/// Entry point of the helper: `args` are the arguments after the helper flag.
+pub fn helper_main(args: &[String]) -> ! {
+    let code = match helper(args) {
+        Ok(code) => code,
+        Err(message) => {
+            let _ = writeln!(io::stderr(), "temper sandbox helper: {message}");
+            70
+        }
+    };
+    std::process::exit(code)
+}
+
+fn helper(args: &[String]) -> Result<i32> {
+    let [fd, spec] = args else { return Err("usage: __sandbox-slot FD SPEC".into()) };
+    let fd: i32 = fd.parse().map_err(|_| format!("bad descriptor `{fd}`"))?;
+    // SAFETY: the supervisor passed this descriptor, open and owned by nobody else here.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let spec: SlotSpec = serde_json::from_str(spec).map_err(|e| format!("bad spec: {e}"))?;
+    match first_stage(&sock, &spec) {
+        Ok(code) => Ok(code),
+        Err(message) => {
+            let _ =
+                chan::send(sock.as_fd(), &FromSlot::SetupFailed { message: message.clone() }, &[]);
+            Err(message)
+        }
+    }
+}
+
+/// S: user namespace, maps, the other namespaces, fork of init.
+fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
+    rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
+    // SAFETY: unshare affects only this single-threaded process.
+    check("unshare(user)", unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
+    chan::send(sock.as_fd(), &FromSlot::NeedMaps, &[]).map_err(os("send"))?;
+    match chan::recv::<ToSlot>(sock.as_fd()).map_err(os("recv"))? {
+        Some((ToSlot::MapsDone, _)) => {}
+        other => return Err(format!("expected maps_done, got {other:?}")),
+    }
+    let root_gid = rustix::process::Gid::ROOT;
+    let root_uid = rustix::process::Uid::ROOT;
+    rustix::thread::set_thread_res_gid(root_gid, root_gid, root_gid).map_err(rx("setresgid"))?;
+    rustix::thread::set_thread_res_uid(root_uid, root_uid, root_uid).map_err(rx("setresuid"))?;
+    // The death signal is cleared by credential changes, so it is set after them.
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(rx("pdeathsig"))?;
+    if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+        return Err("the supervisor is gone".into());
+    }
+    let flags = libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP
+        | libc::CLONE_NEWPID;
+    // SAFETY: as above.
+    check("unshare(namespaces)", unsafe { libc::unshare(flags) })?;
+    // SAFETY: this process has one thread, so the child may run arbitrary code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let code = match init(sock, spec) {
+            Ok(()) => 0,
+            Err(message) => {
+                let _ = chan::send(sock.as_fd(), &FromSlot::SetupFailed { message }, &[]);
+                71
+            }
+        };
+        std::process::exit(code);
+    }
+    chan::send(sock.as_fd(), &FromSlot::Init { pid }, &[]).map_err(os("send"))?;
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    })
+}
+
+/// Init: the new root, then the request loop.
+fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(rx("pdeathsig"))?;
+    build_root(spec)?;
+    let filters = seccomp::filters()?;
+    chan::send(sock.as_fd(), &FromSlot::Ready, &[]).map_err(os("send"))?;
+    serve(sock, spec, &filters);
+    Ok(())
+}
+
+fn mkdir(path: &str, mode: u32) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(|e| format!("mkdir {path}: {e}"))
+}
+
+fn tmpfs(target: &str, size_mb: u64, mode: &str, flags: MountFlags) -> Result<()> {
+    let data = CString::new(format!("size={size_mb}m,mode={mode}")).map_err(|e| e.to_string())?;
+    rustix::mount::mount("tmpfs", target, "tmpfs", flags, data.as_c_str())
+        .map_err(rx(&format!("mount tmpfs on {target}")))
+}
+
+/// Mount flags of the filesystem at `path` that a remount inside a user namespace must keep.
+fn locked_flags(path: &str) -> Result<MountFlags> {
+    let st = rustix::fs::statvfs(path).map_err(rx(&format!("statvfs {path}")))?;
+    let f = st.f_flag;
+    let mut flags = MountFlags::empty();
+    for (st_flag, ms_flag) in [
+        (rustix::fs::StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
+        (rustix::fs::StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
+        (rustix::fs::StatVfsMountFlags::NODIRATIME, MountFlags::NODIRATIME),
+        (rustix::fs::StatVfsMountFlags::RELATIME, MountFlags::RELATIME),
+    ] {
+        if f.contains(st_flag) {
+            flags |= ms_flag;
+        }
+    }
+    Ok(flags)
+}
+
+/// Binds `source` read-only at `target`.
+fn bind_ro(source: &str, target: &str) -> Result<()> {
+    let meta = fs::metadata(source).map_err(|e| format!("bind {source}: {e}"))?;
+    if meta.is_dir() {
+        mkdir(target, 0o755)?;
+    } else {
+        if let Some(parent) = Path::new(target).parent() {
+            mkdir(&parent.to_string_lossy(), 0o755)?;
+        }
+        fs::write(target, b"").map_err(|e| format!("create {target}: {e}"))?;
+    }
+    rustix::mount::mount_bind_recursive(source, target).map_err(rx(&format!("bind {source}")))?;
+    let flags = MountFlags::BIND
+        | MountFlags::RDONLY
+        | MountFlags::NOSUID
+        | MountFlags::NODEV
+        | locked_flags(target)?;
+    rustix::mount::mount_remount(target, flags, "")
+        .map_err(rx(&format!("remount {target} read-only")))
+}
+
+const NEW_ROOT: &str = "/tmp";
+
+fn build_root(spec: &SlotSpec) -> Result<()> {
+    rustix::mount::mount_change("/", MountPropagationFlags::PRIVATE | MountPropagationFlags::REC)
+        .map_err(rx("make / private"))?;
+    tmpfs(NEW_ROOT, 1, "0755", MountFlags::NOSUID | MountFlags::NODEV)?;
+    let at = |p: &str| format!("{NEW_ROOT}{p}");
+    for dir in ["/proc", "/dev", "/work", "/tmp", "/etc", "/.old"] {
+        mkdir(&at(dir), 0o755)?;
+    }
+    for source in &spec.ro_binds {
+        bind_ro(source, &at(source))?;
+    }
+    for (link, target) in &spec.symlinks {
+        std::os::unix::fs::symlink(target, at(link)).map_err(|e| format!("symlink {link}: {e}"))?;
+    }
+    let uid = spec.inner_uid;
+    fs::write(
+        at("/etc/passwd"),
+        format!("root:x:0:0:root:/:/bin/false\nsandbox:x:{uid}:{uid}:sandbox:/work:/bin/sh\n"),
+    )
+    .map_err(os("write /etc/passwd"))?;
+    fs::write(at("/etc/group"), format!("root:x:0:\nsandbox:x:{uid}:\n"))
+        .map_err(os("write /etc/group"))?;
+
+    // /dev: a small tmpfs with the harmless host devices bound in.
+    tmpfs(&at("/dev"), 1, "0755", MountFlags::NOSUID | MountFlags::NOEXEC)?;
+    for dev in ["null", "zero", "full", "random", "urandom"] {
+        let target = at(&format!("/dev/{dev}"));
+        fs::write(&target, b"").map_err(|e| format!("create {target}: {e}"))?;
+        rustix::mount::mount_bind(format!("/dev/{dev}"), &target)
+            .map_err(rx(&format!("bind /dev/{dev}")))?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, at(&format!("/dev/{link}")))
+            .map_err(|e| format!("symlink /dev/{link}: {e}"))?;
+    }
+    mkdir(&at("/dev/shm"), 0o1777)?;
+    tmpfs(&at("/dev/shm"), spec.tmp_mb, "1777", MountFlags::NOSUID | MountFlags::NODEV)?;
+
+    rustix::mount::mount(
+        "proc",
+        at("/proc"),
+        "proc",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        None,
+    )
+    .map_err(rx("mount /proc"))?;
+    tmpfs(&at("/work"), spec.work_mb, "0755", MountFlags::NOSUID | MountFlags::NODEV)?;
+    tmpfs(&at("/tmp"), spec.tmp_mb, "1777", MountFlags::NOSUID | MountFlags::NODEV)?;
+    let inner = Some(rustix::fs::Uid::from_raw(uid));
+    rustix::fs::chown(at("/work"), inner, Some(rustix::fs::Gid::from_raw(uid)))
+        .map_err(rx("chown /work"))?;
+
+    rustix::process::pivot_root(NEW_ROOT, at("/.old")).map_err(rx("pivot_root"))?;
+    rustix::process::chdir("/").map_err(rx("chdir /"))?;
+    rustix::mount::unmount("/.old", UnmountFlags::DETACH).map_err(rx("detach the old root"))?;
+    fs::remove_dir("/.old").map_err(os("rmdir /.old"))?;
+    rustix::mount::mount_remount(
+        "/",
+        MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+        "",
+    )
+    .map_err(rx("remount / read-only"))?;
+    rustix::system::sethostname(b"sandbox").map_err(rx("sethostname"))?;
+    Ok(())
+}
+
+/// Kills every process of the namespace but init, and reaps them.
+fn kill_all() {
+    // SAFETY: kill(-1) from PID 1 of a PID namespace reaches only that namespace.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    loop {
+        // SAFETY: reaps this process's children.
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) };
+        if r < 0 {
+            break;
+        }
+    }
+}
+
+fn children_usage() -> libc::rusage {
+    // SAFETY: getrusage fills the struct we pass.
+    unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    }
+}
+
+fn cpu_ms(u: &libc::rusage) -> f64 {
+    let t = |tv: libc::timeval| tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
+    loop {
+        let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
+        let reply = match msg {
+            ToSlot::Exec(exec) => {
+                let reply = run_exec(sock, spec, filters, &exec, fds);
+                if spec.one_shot {
+                    let _ = chan::send(sock.as_fd(), &reply, &[]);
+                    break;
+                }
+                reply
+            }
+            ToSlot::Kill => {
+                kill_all();
+                continue;
+            }
+            ToSlot::WriteFile { path, size, mode } => {
+                file_reply(write_file(&path, size, mode, fds))
+            }
+            ToSlot::ReadFile { path, max } => file_reply(read_file(&path, max, fds)),
+            ToSlot::MapsDone => continue,
+        };
+        if chan::send(sock.as_fd(), &reply, &[]).is_err() {
+            break;
+        }
+    }
+    kill_all();
+}
+
+fn file_reply(r: Result<u64>) -> FromSlot {
+    match r {
+        Ok(size) => FromSlot::FileDone { error: None, size },
+        Err(e) => FromSlot::FileDone { error: Some(e), size: 0 },
+    }
+}
+
+/// Opens `path` under `/work`, refusing `..`, absolute paths and every symbolic link, so a
+/// program cannot redirect init's file operations.
+fn open_beneath(path: &str, flags: rustix::fs::OFlags, mode: u32) -> Result<OwnedFd> {
+    let work = rustix::fs::open(
+        "/work",
+        rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(rx("open /work"))?;
+    rustix::fs::openat2(
+        &work,
+        path,
+        flags | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW,
+        rustix::fs::Mode::from_raw_mode(mode),
+        rustix::fs::ResolveFlags::BENEATH
+            | rustix::fs::ResolveFlags::NO_SYMLINKS
+            | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(rx(&format!("open {path}")))
+}
+
+fn write_file(path: &str, size: u64, mode: u32, fds: Vec<OwnedFd>) -> Result<u64> {
+    let pipe = fds.into_iter().next().ok_or("no data descriptor")?;
+    if let Some(parent) = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
+        // Create parent folders one level at a time, each beneath /work.
+        let mut so_far = std::path::PathBuf::new();
+        for part in parent.components() {
+            so_far.push(part);
+            let p = so_far.to_string_lossy().into_owned();
+            if open_beneath(&p, rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY, 0)
+                .is_err()
+            {
+                let work = rustix::fs::open(
+                    "/work",
+                    rustix::fs::OFlags::DIRECTORY,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(rx("open /work"))?;
+                rustix::fs::mkdirat(&work, &so_far, rustix::fs::Mode::from_raw_mode(0o755))
+                    .map_err(rx(&format!("mkdir {p}")))?;
+                let dir = open_beneath(
+                    &p,
+                    rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY,
+                    0,
+                )?;
+                let uid = Some(rustix::fs::Uid::from_raw(1000));
+                let _ = rustix::fs::fchown(&dir, uid, Some(rustix::fs::Gid::from_raw(1000)));
+            }
+        }
+    }
+    let file = open_beneath(
+        path,
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::TRUNC,
+        mode & 0o777,
+    )?;
+    let mut out = fs::File::from(file);
+    let copied = io::copy(&mut fs::File::from(pipe).take(size), &mut out).map_err(os("write"))?;
+    if copied != size {
+        return Err(format!("{path}: got {copied} of {size} bytes"));
+    }
+    out.set_permissions(fs::Permissions::from_mode(mode & 0o777)).map_err(os("chmod"))?;
+    let uid = Some(rustix::fs::Uid::from_raw(1000));
+    rustix::fs::fchown(&out, uid, Some(rustix::fs::Gid::from_raw(1000))).map_err(rx("chown"))?;
+    Ok(copied)
+}
+
+fn read_file(path: &str, max: u64, fds: Vec<OwnedFd>) -> Result<u64> {
+    let pipe = fds.into_iter().next().ok_or("no data descriptor")?;
+    let file = open_beneath(path, rustix::fs::OFlags::RDONLY, 0)?;
+    let st = rustix::fs::fstat(&file).map_err(rx("fstat"))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(format!("{path} is not a regular file"));
+    }
+    if st.st_size as u64 > max {
+        return Err(format!("{path} is {} bytes, over the limit of {max}", st.st_size));
+    }
+    let mut out = fs::File::from(pipe);
+    io::copy(&mut fs::File::from(file).take(max), &mut out).map_err(os("read"))
+}
+
+/// Runs one exec to its end and reports it.
+fn run_exec(
+    sock: &OwnedFd,
+    spec: &SlotSpec,
+    filters: &[BpfProgram],
+    exec: &Exec,
+    fds: Vec<OwnedFd>,
+) -> FromSlot {
+    let exited = |code, signal, cpu, rss, spawn_error| FromSlot::Exited {
+        code,
+        signal,
+        cpu_ms: cpu,
+        max_rss_kb: rss,
+        spawn_error,
+    };
+    if fds.len() != 3 || exec.argv.is_empty() {
+        return exited(
+            None,
+            None,
+            0.0,
+            0,
+            Some("an exec needs a program and three descriptors".into()),
+        );
+    }
+    let Ok((err_r, err_w)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else {
+        return exited(None, None, 0.0, 0, Some("pipe failed".into()));
+    };
+    let before = children_usage();
+    // SAFETY: init is single-threaded.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let message = exec_child(spec, filters, exec, &fds).unwrap_err();
+        let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
+        // SAFETY: leave without running destructors or atexit handlers of the parent image.
+        unsafe { libc::_exit(127) };
+    }
+    drop(err_w);
+    drop(fds);
+    if pid < 0 {
+        return exited(None, None, 0.0, 0, Some(format!("fork: {}", io::Error::last_os_error())));
+    }
+    let mut spawn_error = String::new();
+    let _ = fs::File::from(err_r).read_to_string(&mut spawn_error);
+    let status = wait_child(sock, pid);
+    kill_all();
+    let after = children_usage();
+    let cpu = cpu_ms(&after) - cpu_ms(&before);
+    let (code, signal) = match status {
+        Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
+        Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
+        _ => (None, None),
+    };
+    let spawn_error = (!spawn_error.is_empty()).then_some(spawn_error);
+    exited(code, signal, cpu.max(0.0), after.ru_maxrss.max(0) as u64, spawn_error)
+}
+
+/// Waits for `pid`, answering `Kill` requests meanwhile; `None` if it could not be waited for.
+fn wait_child(sock: &OwnedFd, pid: i32) -> Option<i32> {
+    let raw = Pid::from_raw(pid)?;
+    let pidfd = rustix::process::pidfd_open(raw, PidfdFlags::empty()).ok();
+    let mut sock_open = true;
+    if let Some(pidfd) = &pidfd {
+        loop {
+            let mut polls = vec![PollFd::new(pidfd, PollFlags::IN)];
+            if sock_open {
+                polls.push(PollFd::new(sock, PollFlags::IN));
+            }
+            if rustix::event::poll(&mut polls, None).is_err() {
+                continue;
+            }
+            let child_done = !polls[0].revents().is_empty();
+            let request = sock_open && polls.get(1).is_some_and(|p| !p.revents().is_empty());
+            if request {
+                match chan::recv::<ToSlot>(sock.as_fd()) {
+                    Ok(Some((ToSlot::Kill, _))) => kill_all_but(pid),
+                    Ok(Some(_)) => {}
+                    _ => {
+                        sock_open = false;
+                        kill_all_but(pid);
+                    }
+                }
+            }
+            if child_done {
+                break;
+            }
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    (r == pid).then_some(status)
+}
+
+/// Kills everything (the child included) without reaping, so the child's status stays readable.
+fn kill_all_but(_child: i32) {
+    // SAFETY: as in kill_all.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+}
+
+fn c_strings(items: &[String]) -> Result<Vec<CString>> {
+    items
+        .iter()
+        .map(|s| CString::new(s.as_bytes()).map_err(|_| format!("NUL byte in `{s}`")))
+        .collect()
+}
+
+/// In the forked child: descriptors, limits, credentials, seccomp, exec. Returns only on error.
+fn exec_child(
+    spec: &SlotSpec,
+    filters: &[BpfProgram],
+    exec: &Exec,
+    fds: &[OwnedFd],
+) -> Result<std::convert::Infallible> {
+    rustix::stdio::dup2_stdin(&fds[0]).map_err(rx("dup2 stdin"))?;
+    rustix::stdio::dup2_stdout(&fds[1]).map_err(rx("dup2 stdout"))?;
+    rustix::stdio::dup2_stderr(&fds[2]).map_err(rx("dup2 stderr"))?;
+    // Every other descriptor closes at exec (the error pipe must live until then).
+    // SAFETY: close_range only changes flags of this process's descriptors.
+    check("close_range", unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC)
+    } as i32)?;
+    rustix::process::setsid().map_err(rx("setsid"))?;
+    rustix::process::chdir(exec.cwd.as_str()).map_err(rx("chdir"))?;
+    let limit = |resource, soft: u64, hard: u64| {
+        rustix::process::setrlimit(
+            resource,
+            rustix::process::Rlimit { current: Some(soft), maximum: Some(hard) },
+        )
+        .map_err(rx("setrlimit"))
+    };
+    limit(rustix::process::Resource::Core, 0, 0)?;
+    limit(rustix::process::Resource::Cpu, exec.cpu_s, exec.cpu_s + 1)?;
+    limit(rustix::process::Resource::Nofile, exec.nofile, exec.nofile)?;
+    limit(rustix::process::Resource::Fsize, exec.fsize, exec.fsize)?;
+    // The program, not init, is what the OOM killer should take.
+    fs::write("/proc/self/oom_score_adj", b"1000").map_err(os("oom_score_adj"))?;
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP on this process; unknown capabilities give EINVAL, ignored.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    let uid = spec.inner_uid;
+    rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
+    let gid = rustix::process::Gid::from_raw(uid);
+    rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(rx("setresgid"))?;
+    let uid = rustix::process::Uid::from_raw(uid);
+    // From uid 0 to a non-zero uid: the kernel clears every capability set.
+    rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(rx("setresuid"))?;
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(rx("pdeathsig"))?;
+    rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
+    for filter in filters {
+        seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    let argv = c_strings(&exec.argv)?;
+    let env = c_strings(&exec.env)?;
+    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let mut env_p: Vec<*const libc::c_char> = env.iter().map(|s| s.as_ptr()).collect();
+    env_p.push(std::ptr::null());
+    // SAFETY: both arrays are NUL-terminated and outlive the call; execve returns only on error.
+    unsafe { libc::execve(argv[0].as_ptr(), argv_p.as_ptr(), env_p.as_ptr()) };
+    Err(format!("cannot execute {}: {}", exec.argv[0], io::Error::last_os_error()))
+}

@@ -1,0 +1,111 @@
+//! Messages between the supervisor and a slot's helper processes, over a `SOCK_SEQPACKET`
+//! socket (one JSON message per packet; file descriptors travel beside them as `SCM_RIGHTS`).
+//!
+//! Internal to this crate: both ends are built from the same source.
+
+use serde::{Deserialize, Serialize};
+
+/// How a slot is built, given to the helper on its command line as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SlotSpec {
+    /// Host paths bound read-only at the same place inside (files or folders).
+    pub ro_binds: Vec<String>,
+    /// Symbolic links created in the new root: (link, target), e.g. ("/bin", "usr/bin").
+    pub symlinks: Vec<(String, String)>,
+    /// Size of the writable `/work` tmpfs in MiB.
+    pub work_mb: u64,
+    /// Size of the writable `/tmp` tmpfs in MiB.
+    pub tmp_mb: u64,
+    /// Inside uid/gid of the sandboxed programs.
+    pub inner_uid: u32,
+    /// Whether to exit (ending the slot) after the first exec; a one-shot slot.
+    pub one_shot: bool,
+}
+
+/// From the supervisor to the helper.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ToSlot {
+    /// The user-namespace maps and cgroups are in place; go on.
+    MapsDone,
+    /// Run a program. Three descriptors travel with it: stdin, stdout, stderr.
+    Exec(Exec),
+    /// Kill every process of the slot except its init.
+    Kill,
+    /// Write a file under `/work`; one descriptor (a pipe to read `size` bytes from) travels.
+    WriteFile {
+        /// Path relative to `/work`.
+        path: String,
+        /// Bytes to read from the pipe.
+        size: u64,
+        /// Unix mode bits.
+        mode: u32,
+    },
+    /// Read a file under `/work` into the pipe that travels with the message.
+    ReadFile {
+        /// Path relative to `/work`.
+        path: String,
+        /// Refuse files larger than this.
+        max: u64,
+    },
+}
+
+/// One program to run in a slot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Exec {
+    /// Program and arguments; the program is an absolute path or relative to `cwd`.
+    pub argv: Vec<String>,
+    /// Environment, as `KEY=value`.
+    pub env: Vec<String>,
+    /// Working directory inside the sandbox.
+    pub cwd: String,
+    /// CPU seconds (RLIMIT_CPU).
+    pub cpu_s: u64,
+    /// Open files (RLIMIT_NOFILE).
+    pub nofile: u64,
+    /// Largest file the program may write, in bytes (RLIMIT_FSIZE).
+    pub fsize: u64,
+}
+
+/// From the helper to the supervisor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum FromSlot {
+    /// The helper entered its user namespace; the supervisor writes the maps.
+    NeedMaps,
+    /// The slot's init process, by host pid.
+    Init {
+        /// Host pid of the init.
+        pid: i32,
+    },
+    /// Isolation is set up; requests may come.
+    Ready,
+    /// Isolation could not be set up; nothing will run.
+    SetupFailed {
+        /// Why, naming the step.
+        message: String,
+    },
+    /// An exec ended.
+    Exited {
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Signal, when one killed it.
+        signal: Option<i32>,
+        /// CPU time of the program and its children.
+        cpu_ms: f64,
+        /// Peak resident set of the largest process, in KiB.
+        max_rss_kb: u64,
+        /// The program could not be started (not found, ...).
+        spawn_error: Option<String>,
+    },
+    /// A file request ended.
+    FileDone {
+        /// What went wrong, if anything.
+        error: Option<String>,
+        /// Bytes written or read.
+        size: u64,
+    },
+}
+
+/// Largest message on the socket.
+pub const MAX_MESSAGE: usize = 64 << 10;
