@@ -17,6 +17,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // The sandbox starts this same binary as its slot helper; that process must stay small and
+    // single-threaded, so it branches off before anything else.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some(temper_sandbox::isolation::HELPER_ARG) {
+        temper_sandbox::isolation::helper_main(&raw[2..]);
+    }
     let cli = args::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

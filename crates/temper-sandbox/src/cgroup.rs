@@ -24,8 +24,10 @@ pub enum Layout {
 
 /// Detects the layout and prepares the `temper` parent groups; the error says what is missing.
 pub fn detect() -> Result<Layout, String> {
-    let v2_controllers = fs::read_to_string(format!("{ROOT}/cgroup.controllers")).unwrap_or_default();
-    if ["memory", "pids", "cpu"].iter().all(|c| v2_controllers.split_whitespace().any(|x| x == *c)) {
+    let v2_controllers =
+        fs::read_to_string(format!("{ROOT}/cgroup.controllers")).unwrap_or_default();
+    if ["memory", "pids", "cpu"].iter().all(|c| v2_controllers.split_whitespace().any(|x| x == *c))
+    {
         let parent = format!("{ROOT}/{GROUP}");
         mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
         // Enable the controllers for the slots below, in the root and in our parent.
@@ -34,7 +36,9 @@ pub fn detect() -> Result<Layout, String> {
         }
         return Ok(Layout::V2);
     }
-    let hybrid = ["memory", "pids", "cpu", "unified"].iter().all(|d| Path::new(&format!("{ROOT}/{d}")).is_dir());
+    let hybrid = ["memory", "pids", "cpu", "unified"]
+        .iter()
+        .all(|d| Path::new(&format!("{ROOT}/{d}")).is_dir());
     if hybrid {
         for d in ["memory", "pids", "cpu", "unified"] {
             let parent = format!("{ROOT}/{d}/{GROUP}");
@@ -42,7 +46,9 @@ pub fn detect() -> Result<Layout, String> {
         }
         return Ok(Layout::Hybrid);
     }
-    Err(format!("no usable cgroups under {ROOT}: need cgroup v2 with memory, pids and cpu, or v1 with a v2 `unified` hierarchy"))
+    Err(format!(
+        "no usable cgroups under {ROOT}: need cgroup v2 with memory, pids and cpu, or v1 with a v2 `unified` hierarchy"
+    ))
 }
 
 fn mkdir(path: &str) -> io::Result<()> {
@@ -91,7 +97,10 @@ impl SlotGroups {
         match self.layout {
             Layout::V2 => self.dirs[0].join(name),
             Layout::Hybrid => {
-                let i = ["memory", "pids", "cpu", "unified"].iter().position(|c| *c == controller).unwrap_or(3);
+                let i = ["memory", "pids", "cpu", "unified"]
+                    .iter()
+                    .position(|c| *c == controller)
+                    .unwrap_or(3);
                 self.dirs[i].join(name)
             }
         }
@@ -109,8 +118,14 @@ impl SlotGroups {
                 fs::write(self.file("cpu", "cpu.max"), format!("{quota} {period}"))?;
             }
             Layout::Hybrid => {
-                fs::write(self.file("memory", "memory.limit_in_bytes"), limits.memory_bytes.to_string())?;
-                let _ = fs::write(self.file("memory", "memory.memsw.limit_in_bytes"), limits.memory_bytes.to_string());
+                fs::write(
+                    self.file("memory", "memory.limit_in_bytes"),
+                    limits.memory_bytes.to_string(),
+                )?;
+                let _ = fs::write(
+                    self.file("memory", "memory.memsw.limit_in_bytes"),
+                    limits.memory_bytes.to_string(),
+                );
                 fs::write(self.file("pids", "pids.max"), limits.pids.to_string())?;
                 fs::write(self.file("cpu", "cpu.cfs_period_us"), period.to_string())?;
                 fs::write(self.file("cpu", "cpu.cfs_quota_us"), quota.to_string())?;
@@ -127,34 +142,37 @@ impl SlotGroups {
         Ok(())
     }
 
-    /// Peak memory in KiB since the slot began.
+    /// Resets the peak-memory counter (v1 always; v2 on kernels that accept a write to
+    /// `memory.peak`).
+    pub fn reset_peak(&self) {
+        let name =
+            if self.layout == Layout::V2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
+        let _ = fs::write(self.file("memory", name), "0");
+    }
+
+    /// Peak memory in KiB since the slot began (or the last reset).
     pub fn peak_kb(&self) -> u64 {
-        let name = if self.layout == Layout::V2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
-        fs::read_to_string(self.file("memory", name)).ok().and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(0) / 1024
+        let name =
+            if self.layout == Layout::V2 { "memory.peak" } else { "memory.max_usage_in_bytes" };
+        fs::read_to_string(self.file("memory", name))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            / 1024
     }
 
     /// How many times the OOM killer acted in this slot.
     pub fn oom_kills(&self) -> u64 {
-        let (name, key) = if self.layout == Layout::V2 { ("memory.events", "oom_kill") } else { ("memory.oom_control", "oom_kill") };
+        let (name, key) = if self.layout == Layout::V2 {
+            ("memory.events", "oom_kill")
+        } else {
+            ("memory.oom_control", "oom_kill")
+        };
         fs::read_to_string(self.file("memory", name))
             .unwrap_or_default()
             .lines()
             .find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok()))
             .unwrap_or(0)
-    }
-
-    /// Whether the memory limit was hit (v1 counts failed charges even without a kill).
-    pub fn memory_limit_hit(&self) -> bool {
-        if self.oom_kills() > 0 {
-            return true;
-        }
-        if self.layout == Layout::V2 {
-            return fs::read_to_string(self.file("memory", "memory.events"))
-                .unwrap_or_default()
-                .lines()
-                .any(|l| l.strip_prefix("max ").and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > 0));
-        }
-        false
     }
 
     /// Kills every process in the slot at once.

@@ -14,11 +14,18 @@
 //! however it ends (a caller that drops the run kills the group too). A process that leaves the
 //! group (`setsid`) escapes; the sandbox proper closes that gap with cgroups.
 
+mod cgroup;
 mod chan;
+pub mod config;
 pub mod isolation;
+mod runner;
+mod slot;
 mod unsandboxed;
 mod wire;
 
+pub use config::SandboxConfig;
+pub use runner::{Sandbox, SandboxError};
+pub use slot::{Slot, SlotError};
 pub use unsandboxed::Unsandboxed;
 
 #[cfg(test)]

@@ -18,8 +18,6 @@ pub struct SlotSpec {
     pub tmp_mb: u64,
     /// Inside uid/gid of the sandboxed programs.
     pub inner_uid: u32,
-    /// Whether to exit (ending the slot) after the first exec; a one-shot slot.
-    pub one_shot: bool,
 }
 
 /// From the supervisor to the helper.

@@ -75,6 +75,10 @@ fn helper(args: &[String]) -> Result<i32> {
 
 /// S: user namespace, maps, the other namespaces, fork of init.
 fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
+    // Init (inherits this) should be the last the OOM killer picks in the slot. Lowering the
+    // score needs CAP_SYS_RESOURCE, which some hosts withhold even from root; programs raise
+    // theirs to 1000 anyway, so the killer takes them first either way.
+    let _ = fs::write("/proc/self/oom_score_adj", b"-1000");
     rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
     // SAFETY: unshare affects only this single-threaded process.
     check("unshare(user)", unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
@@ -87,6 +91,10 @@ fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
     let root_uid = rustix::process::Uid::ROOT;
     rustix::thread::set_thread_res_gid(root_gid, root_gid, root_gid).map_err(rx("setresgid"))?;
     rustix::thread::set_thread_res_uid(root_uid, root_uid, root_uid).map_err(rx("setresuid"))?;
+    // The uid change made this process non-dumpable, which hands its /proc files to the host's
+    // root, out of reach inside the namespace; init and programs need /proc/self (oom score).
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
+        .map_err(rx("dumpable"))?;
     // The death signal is cleared by credential changes, so it is set after them.
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(rx("pdeathsig"))?;
@@ -295,14 +303,7 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
     loop {
         let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
         let reply = match msg {
-            ToSlot::Exec(exec) => {
-                let reply = run_exec(sock, spec, filters, &exec, fds);
-                if spec.one_shot {
-                    let _ = chan::send(sock.as_fd(), &reply, &[]);
-                    break;
-                }
-                reply
-            }
+            ToSlot::Exec(exec) => run_exec(sock, spec, filters, &exec, fds),
             ToSlot::Kill => {
                 kill_all();
                 continue;
@@ -548,7 +549,7 @@ fn exec_child(
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     let uid = spec.inner_uid;
-    rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
+    // Supplementary groups were cleared before the user namespace (where setgroups is denied).
     let gid = rustix::process::Gid::from_raw(uid);
     rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(rx("setresgid"))?;
     let uid = rustix::process::Uid::from_raw(uid);

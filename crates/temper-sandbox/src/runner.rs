@@ -1,0 +1,393 @@
+//! [`Sandbox`]: runs programs in isolated slots, from a warm pool, and implements `CodeRunner`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
+
+use crate::cgroup::{self, GroupLimits, Layout};
+use crate::config::SandboxConfig;
+use crate::slot::{ExecOutcome, Slot, SlotError};
+use crate::wire::Exec;
+
+/// Why the sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The host lacks what isolation needs (root, cgroups, namespaces).
+    #[error("the sandbox cannot run on this host: {0}")]
+    Unavailable(String),
+    /// Building a slot failed.
+    #[error(transparent)]
+    Slot(#[from] SlotError),
+}
+
+/// Limits of a compile step.
+const COMPILE: Limits =
+    Limits { time_limit_ms: Some(20_000), memory_mb: Some(1024), output_bytes: Some(64 << 10) };
+
+/// How a language is written to disk, compiled and run.
+struct Recipe {
+    file: &'static str,
+    compile: Option<Vec<String>>,
+    run: Vec<String>,
+}
+
+fn recipe(cfg: &SandboxConfig, language: Language) -> Recipe {
+    let v = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    match language {
+        Language::Python => {
+            Recipe { file: "main.py", compile: None, run: v(&[&cfg.python, "-I", "main.py"]) }
+        }
+        Language::Bash => {
+            Recipe { file: "main.sh", compile: None, run: v(&[&cfg.bash, "main.sh"]) }
+        }
+        Language::C => Recipe {
+            file: "main.c",
+            compile: Some(v(&[&cfg.cc, "-O2", "-std=c17", "-o", "prog", "main.c", "-lm"])),
+            run: v(&["./prog"]),
+        },
+        Language::Cpp => Recipe {
+            file: "main.cpp",
+            compile: Some(v(&[&cfg.cxx, "-O2", "-std=c++17", "-o", "prog", "main.cpp"])),
+            run: v(&["./prog"]),
+        },
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: SandboxConfig,
+    layout: Layout,
+    next_id: AtomicU64,
+    pool: Mutex<VecDeque<Slot>>,
+    refill: tokio::sync::Notify,
+    cold_starts: AtomicU64,
+    warm_starts: AtomicU64,
+}
+
+/// The sandbox: isolated execution of untrusted programs (see the crate documentation).
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+/// The limits a run gets: the request's, else the configuration's.
+fn effective(cfg: &SandboxConfig, limits: Limits) -> (u64, u64, u64) {
+    (
+        limits.time_limit_ms.unwrap_or(cfg.time_limit_ms).max(1),
+        limits.memory_mb.unwrap_or(cfg.memory_mb).max(1),
+        limits.output_bytes.unwrap_or(cfg.output_bytes),
+    )
+}
+
+impl Sandbox {
+    /// Checks that isolation works on this host by building one slot, then starts the warm
+    /// pool. Fails (closed) with the reason when isolation is not available.
+    pub async fn new(cfg: SandboxConfig) -> Result<Self, SandboxError> {
+        if !rustix::process::geteuid().is_root() {
+            return Err(SandboxError::Unavailable(
+                "it must run as root (to map user namespaces and manage cgroups)".into(),
+            ));
+        }
+        let layout = cgroup::detect().map_err(SandboxError::Unavailable)?;
+        let inner = Arc::new(Inner {
+            cfg,
+            layout,
+            next_id: AtomicU64::new(0),
+            pool: Mutex::new(VecDeque::new()),
+            refill: tokio::sync::Notify::new(),
+            cold_starts: AtomicU64::new(0),
+            warm_starts: AtomicU64::new(0),
+        });
+        let probe = Self::build(&inner).await?;
+        inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(probe);
+        if inner.cfg.pool_size > 0 {
+            tokio::spawn(refill(Arc::downgrade(&inner)));
+        }
+        Ok(Self { inner })
+    }
+
+    async fn build(inner: &Inner) -> Result<Slot, SlotError> {
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        Slot::create(&inner.cfg, &inner.layout, id).await
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.cfg
+    }
+
+    /// (warm, cold) slot starts so far.
+    pub fn starts(&self) -> (u64, u64) {
+        (
+            self.inner.warm_starts.load(Ordering::Relaxed),
+            self.inner.cold_starts.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Warm slots ready now.
+    pub fn ready(&self) -> usize {
+        self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// A fresh slot: a warm one when the pool has one, else built now.
+    pub async fn slot(&self) -> Result<Slot, SlotError> {
+        loop {
+            let pooled = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+            self.inner.refill.notify_one();
+            match pooled {
+                Some(mut slot) => {
+                    if slot.is_usable() {
+                        self.inner.warm_starts.fetch_add(1, Ordering::Relaxed);
+                        return Ok(slot);
+                    }
+                    tokio::spawn(slot.destroy());
+                }
+                None => {
+                    self.inner.cold_starts.fetch_add(1, Ordering::Relaxed);
+                    return Self::build(&self.inner).await;
+                }
+            }
+        }
+    }
+
+    /// Destroys the warm slots (the pool stops refilling once every handle is dropped).
+    pub async fn shutdown(&self) {
+        let slots: Vec<Slot> =
+            self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        for slot in slots {
+            slot.destroy().await;
+        }
+    }
+
+    fn group_limits(&self, memory_mb: u64) -> GroupLimits {
+        GroupLimits {
+            memory_bytes: memory_mb << 20,
+            pids: self.inner.cfg.pids,
+            cpu_percent: self.inner.cfg.cpu_percent,
+        }
+    }
+
+    fn exec(&self, argv: Vec<String>, time_ms: u64) -> Exec {
+        let cfg = &self.inner.cfg;
+        Exec {
+            argv,
+            env: vec![
+                "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+                "HOME=/work".into(),
+                "TMPDIR=/tmp".into(),
+                "LANG=C.UTF-8".into(),
+            ],
+            cwd: "/work".into(),
+            cpu_s: time_ms.div_ceil(1000),
+            nofile: cfg.nofile,
+            fsize: cfg.fsize,
+        }
+    }
+
+    /// Writes the program and compiles it; `Ok(Some(result))` is a compile error to report.
+    async fn prepare(
+        &self,
+        slot: &Slot,
+        language: Language,
+        code: &str,
+    ) -> Result<Option<RunResult>, SlotError> {
+        let recipe = recipe(&self.inner.cfg, language);
+        slot.write_file(recipe.file, code.as_bytes().to_vec(), 0o644).await?;
+        let Some(compile) = recipe.compile else { return Ok(None) };
+        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, COMPILE);
+        slot.set_limits(self.group_limits(memory_mb))?;
+        let out = slot
+            .exec(self.exec(compile, time_ms), Vec::new(), Duration::from_millis(time_ms), output)
+            .await?;
+        if out.spawn_error.is_none() && out.code == Some(0) && !out.timed_out {
+            return Ok(None);
+        }
+        let mut result = to_result(out, time_ms, 0);
+        if result.status != RunStatus::InternalError {
+            result.status = RunStatus::CompileError;
+            if result.stderr.is_empty() {
+                result.stderr = "compilation failed".into();
+            }
+        }
+        Ok(Some(result))
+    }
+
+    /// Runs the compiled (or interpreted) program once in `slot`.
+    async fn run_in(
+        &self,
+        slot: &Slot,
+        language: Language,
+        stdin: &str,
+        limits: Limits,
+    ) -> Result<RunResult, SlotError> {
+        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
+        slot.set_limits(self.group_limits(memory_mb))?;
+        slot.reset_peak();
+        let argv = recipe(&self.inner.cfg, language).run;
+        let out = slot
+            .exec(
+                self.exec(argv, time_ms),
+                stdin.as_bytes().to_vec(),
+                Duration::from_millis(time_ms),
+                output,
+            )
+            .await?;
+        Ok(to_result(out, time_ms, slot.peak_kb()))
+    }
+
+    /// Runs one program to its end. Never fails: a sandbox failure is `internal_error`.
+    pub async fn run(&self, request: &RunRequest) -> RunResult {
+        let slot = match self.slot().await {
+            Ok(slot) => slot,
+            Err(e) => return RunResult::internal_error(e.to_string()),
+        };
+        let result = async {
+            if let Some(compile_error) =
+                self.prepare(&slot, request.language, &request.code).await?
+            {
+                return Ok(compile_error);
+            }
+            self.run_in(&slot, request.language, &request.stdin, request.limits).await
+        }
+        .await
+        .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
+        tokio::spawn(slot.destroy());
+        result
+    }
+
+    /// Compiles once and runs every test in one slot (each run a fresh process).
+    pub async fn run_tests(
+        &self,
+        language: Language,
+        code: &str,
+        tests: &[TestCase],
+        limits: Limits,
+        stop_on_failure: bool,
+    ) -> Result<Vec<TestOutcome>, SlotError> {
+        let slot = self.slot().await?;
+        let outcome = async {
+            if let Some(compile_error) = self.prepare(&slot, language, code).await? {
+                return Ok(tests
+                    .iter()
+                    .map(|t| TestOutcome::judge(t, compile_error.clone()))
+                    .collect());
+            }
+            let mut outcomes = Vec::with_capacity(tests.len());
+            for test in tests {
+                let result = self.run_in(&slot, language, &test.stdin, limits).await?;
+                let outcome = TestOutcome::judge(test, result);
+                let failed = !outcome.passed;
+                outcomes.push(outcome);
+                if failed && stop_on_failure {
+                    break;
+                }
+            }
+            Ok(outcomes)
+        }
+        .await;
+        tokio::spawn(slot.destroy());
+        outcome
+    }
+}
+
+/// Maps what happened to a status.
+fn to_result(out: ExecOutcome, time_ms: u64, peak_kb: u64) -> RunResult {
+    let mut result = RunResult::internal_error("");
+    result.stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    result.stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    result.exit_code = out.code;
+    result.signal = out.signal;
+    result.wall_ms = out.wall.as_secs_f64() * 1e3;
+    result.cpu_ms = out.cpu_ms;
+    result.max_rss_kb = if peak_kb > 0 { peak_kb } else { out.max_rss_kb };
+    let cpu_out = out.signal == Some(libc::SIGXCPU)
+        || (out.signal == Some(libc::SIGKILL) && out.cpu_ms >= time_ms as f64);
+    result.status = if let Some(e) = out.spawn_error {
+        result.stderr = e;
+        RunStatus::InternalError
+    } else if out.timed_out || cpu_out {
+        RunStatus::Timeout
+    } else if out.output_over {
+        RunStatus::OutputLimit
+    } else if out.memory_limit {
+        RunStatus::MemoryLimit
+    } else if out.code == Some(0) {
+        RunStatus::Ok
+    } else {
+        RunStatus::RuntimeError
+    };
+    result
+}
+
+/// Keeps the pool full, building up to `pool_builders` slots at once, until the sandbox is gone.
+async fn refill(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else { return };
+        let missing = strong
+            .cfg
+            .pool_size
+            .saturating_sub(strong.pool.lock().unwrap_or_else(|p| p.into_inner()).len());
+        if missing == 0 {
+            // Wake on demand, or now and then to notice the sandbox is gone.
+            let _ =
+                tokio::time::timeout(Duration::from_millis(500), strong.refill.notified()).await;
+            continue;
+        }
+        let batch = missing.min(strong.cfg.pool_builders.max(1));
+        let built = futures_lite_join(batch, &strong).await;
+        for slot in built {
+            strong.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(slot);
+        }
+    }
+}
+
+async fn futures_lite_join(n: usize, inner: &Inner) -> Vec<Slot> {
+    let mut set = tokio::task::JoinSet::new();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let cfg = inner.cfg.clone();
+        let layout = inner.layout.clone();
+        set.spawn(async move { Slot::create(&cfg, &layout, id).await });
+    }
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok(Ok(slot)) => out.push(slot),
+            Ok(Err(e)) => {
+                tracing::warn!("building a warm slot failed: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => tracing::warn!("slot builder panicked: {e}"),
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl CodeRunner for Sandbox {
+    fn is_sandboxed(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError> {
+        Ok(Sandbox::run(self, &request).await)
+    }
+
+    async fn run_tests(
+        &self,
+        language: Language,
+        code: &str,
+        tests: &[TestCase],
+        limits: Limits,
+        stop_on_failure: bool,
+    ) -> Result<Vec<TestOutcome>, RunnerError> {
+        Sandbox::run_tests(self, language, code, tests, limits, stop_on_failure)
+            .await
+            .map_err(|e| RunnerError::Backend(e.to_string()))
+    }
+}

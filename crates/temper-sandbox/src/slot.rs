@@ -1,0 +1,415 @@
+//! The supervisor's side of a slot: starting its helper, writing its user-namespace maps and
+//! cgroups, and running execs and file transfers in it.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+
+use crate::cgroup::{GroupLimits, Layout, SlotGroups};
+use crate::chan;
+use crate::config::SandboxConfig;
+use crate::wire::{Exec, FromSlot, SlotSpec, ToSlot};
+
+/// How long building a slot may take before it counts as failed.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long init has to answer after a kill.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Why a slot could not do what was asked. Every one of these ends as `internal_error`.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    /// Isolation could not be set up.
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    /// The slot stopped answering or broke the protocol.
+    #[error("sandbox slot failed: {0}")]
+    Broken(String),
+    /// A file request was refused.
+    #[error("{0}")]
+    File(String),
+}
+
+fn broken(e: impl std::fmt::Display) -> SlotError {
+    SlotError::Broken(e.to_string())
+}
+
+/// What an exec did.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutcome {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal, when one ended it.
+    pub signal: Option<i32>,
+    /// CPU time in ms.
+    pub cpu_ms: f64,
+    /// Peak resident memory in KiB.
+    pub max_rss_kb: u64,
+    /// The program could not be started.
+    pub spawn_error: Option<String>,
+    /// Standard output, up to the cap.
+    pub stdout: Vec<u8>,
+    /// Standard error, up to the cap.
+    pub stderr: Vec<u8>,
+    /// An output stream went over the cap (the run was killed).
+    pub output_over: bool,
+    /// The wall-clock limit passed (the run was killed).
+    pub timed_out: bool,
+    /// The memory limit was hit.
+    pub memory_limit: bool,
+    /// Wall-clock time.
+    pub wall: Duration,
+}
+
+/// One isolated sandbox: its helper processes, socket and cgroups.
+#[derive(Debug)]
+pub struct Slot {
+    helper: tokio::process::Child,
+    sock: AsyncFd<OwnedFd>,
+    groups: SlotGroups,
+    busy: tokio::sync::Mutex<()>,
+    broken: AtomicBool,
+    created: Instant,
+}
+
+impl Slot {
+    /// Builds a slot; fails closed with the reason when isolation cannot be set up.
+    pub async fn create(cfg: &SandboxConfig, layout: &Layout, id: u64) -> Result<Self, SlotError> {
+        let setup = |e: io::Error, step: &str| SlotError::Setup(format!("{step}: {e}"));
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )
+        .map_err(|e| setup(e.into(), "socketpair"))?;
+        rustix::io::ioctl_fionbio(&theirs, false).map_err(|e| setup(e.into(), "socket mode"))?;
+        let spec = SlotSpec {
+            ro_binds: cfg.ro_binds.clone(),
+            symlinks: cfg.symlinks.clone(),
+            work_mb: cfg.work_mb,
+            tmp_mb: cfg.tmp_mb,
+            inner_uid: cfg.inner_uid,
+        };
+        let spec = serde_json::to_string(&spec).map_err(|e| SlotError::Setup(e.to_string()))?;
+        let groups =
+            SlotGroups::create(layout, id).map_err(|e| setup(e, "create the slot's cgroups"))?;
+        let limits = GroupLimits {
+            memory_bytes: cfg.memory_mb << 20,
+            pids: cfg.pids,
+            cpu_percent: cfg.cpu_percent,
+        };
+        if let Err(e) = groups.set_limits(limits) {
+            let _ = groups.remove();
+            return Err(setup(e, "set cgroup limits"));
+        }
+        let helper = match crate::isolation::spawn_helper(
+            &cfg.helper.0,
+            &cfg.helper.1,
+            theirs.as_raw_fd(),
+            &spec,
+        ) {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = groups.remove();
+                return Err(setup(e, &format!("start the helper {}", cfg.helper.0.display())));
+            }
+        };
+        drop(theirs);
+        let sock = crate::isolation::register(ours).map_err(|e| setup(e, "register the socket"))?;
+        let mut slot = Self {
+            helper,
+            sock,
+            groups,
+            busy: tokio::sync::Mutex::new(()),
+            broken: AtomicBool::new(false),
+            created: Instant::now(),
+        };
+        match tokio::time::timeout(SETUP_TIMEOUT, slot.handshake(cfg)).await {
+            Ok(Ok(())) => Ok(slot),
+            Ok(Err(e)) => Err(slot.fail(e).await),
+            Err(_) => Err(slot
+                .fail(SlotError::Setup("the helper did not finish within 10 s".into()))
+                .await),
+        }
+    }
+
+    async fn handshake(&mut self, cfg: &SandboxConfig) -> Result<(), SlotError> {
+        let pid =
+            self.helper.id().ok_or_else(|| SlotError::Setup("the helper exited at once".into()))?;
+        match self.recv().await? {
+            FromSlot::NeedMaps => {}
+            FromSlot::SetupFailed { message } => return Err(SlotError::Setup(message)),
+            other => return Err(SlotError::Setup(format!("unexpected {other:?}"))),
+        }
+        let write = |name: &str, text: String| {
+            fs::write(format!("/proc/{pid}/{name}"), text).map_err(|e| {
+                SlotError::Setup(format!("write /proc/{pid}/{name}: {e} (the sandbox needs root)"))
+            })
+        };
+        write("setgroups", "deny".into())?;
+        write(
+            "uid_map",
+            format!("0 {} 1\n{} {} 1\n", cfg.host_root_uid, cfg.inner_uid, cfg.host_user_uid),
+        )?;
+        write(
+            "gid_map",
+            format!("0 {} 1\n{} {} 1\n", cfg.host_root_uid, cfg.inner_uid, cfg.host_user_uid),
+        )?;
+        self.groups
+            .add(pid)
+            .map_err(|e| SlotError::Setup(format!("join the slot's cgroups: {e}")))?;
+        self.send(&ToSlot::MapsDone, &[]).await?;
+        loop {
+            match self.recv().await? {
+                FromSlot::Init { .. } => {}
+                FromSlot::Ready => return Ok(()),
+                FromSlot::SetupFailed { message } => return Err(SlotError::Setup(message)),
+                other => return Err(SlotError::Setup(format!("unexpected {other:?}"))),
+            }
+        }
+    }
+
+    /// Ends a slot that failed during setup, adding the helper's own words to the error.
+    async fn fail(mut self, error: SlotError) -> SlotError {
+        let _ = self.groups.kill();
+        let _ = self.helper.start_kill();
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.helper.stderr.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), pipe.read_to_string(&mut stderr))
+                .await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.helper.wait()).await;
+        let _ = self.groups.remove();
+        match (error, stderr.trim()) {
+            (e, "") => e,
+            (SlotError::Setup(m), extra) => SlotError::Setup(format!("{m} ({extra})")),
+            (e, _) => e,
+        }
+    }
+
+    async fn send(
+        &self,
+        msg: &ToSlot,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<(), SlotError> {
+        loop {
+            let mut guard = self.sock.writable().await.map_err(broken)?;
+            match guard.try_io(|fd| chan::send(fd.get_ref().as_fd(), msg, fds)) {
+                Ok(result) => return result.map_err(broken),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    async fn recv(&self) -> Result<FromSlot, SlotError> {
+        loop {
+            let mut guard = self.sock.readable().await.map_err(broken)?;
+            match guard.try_io(|fd| chan::recv::<FromSlot>(fd.get_ref().as_fd())) {
+                Ok(Ok(Some((msg, _fds)))) => return Ok(msg),
+                Ok(Ok(None)) => return Err(SlotError::Broken("the slot closed its socket".into())),
+                Ok(Err(e)) => return Err(broken(e)),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// Whether the slot can still take requests.
+    pub fn is_usable(&mut self) -> bool {
+        !self.broken.load(Ordering::Relaxed) && matches!(self.helper.try_wait(), Ok(None))
+    }
+
+    /// How long ago the slot was built.
+    pub fn age(&self) -> Duration {
+        self.created.elapsed()
+    }
+
+    /// Sets the memory and process limits for the next execs.
+    pub fn set_limits(&self, limits: GroupLimits) -> Result<(), SlotError> {
+        self.groups.set_limits(limits).map_err(|e| SlotError::Broken(format!("cgroup limits: {e}")))
+    }
+
+    /// Starts peak-memory accounting afresh (where the kernel allows it).
+    pub fn reset_peak(&self) {
+        self.groups.reset_peak();
+    }
+
+    /// Peak memory of the slot so far, in KiB.
+    pub fn peak_kb(&self) -> u64 {
+        self.groups.peak_kb()
+    }
+
+    /// Runs one program with `stdin`, within `wall`, keeping at most `output_cap` bytes of each
+    /// output stream.
+    pub async fn exec(
+        &self,
+        exec: Exec,
+        stdin: Vec<u8>,
+        wall: Duration,
+        output_cap: u64,
+    ) -> Result<ExecOutcome, SlotError> {
+        let _busy = self.busy.lock().await;
+        if self.broken.load(Ordering::Relaxed) {
+            return Err(SlotError::Broken("the slot is broken".into()));
+        }
+        let oom_before = self.groups.oom_kills();
+        let pipe = || {
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| broken(io::Error::from(e)))
+        };
+        let (in_r, in_w) = pipe()?;
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let start = Instant::now();
+        self.send(&ToSlot::Exec(exec), &[in_r.as_fd(), out_w.as_fd(), err_w.as_fd()]).await?;
+        drop((in_r, out_w, err_w));
+
+        let writer = pipe::Sender::from_owned_fd(in_w).map_err(broken)?;
+        let feed = tokio::spawn(async move {
+            let mut writer = writer;
+            // A program that exits without reading its input is not an error.
+            let _ = writer.write_all(&stdin).await;
+        });
+        let over = std::sync::Arc::new(tokio::sync::Notify::new());
+        let read = |fd: OwnedFd| {
+            let over = std::sync::Arc::clone(&over);
+            async move {
+                let mut reader = pipe::Receiver::from_owned_fd(fd)?;
+                let mut kept = Vec::new();
+                let mut buf = vec![0u8; 64 << 10];
+                let mut exceeded = false;
+                loop {
+                    let n = reader.read(&mut buf).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    let room = (output_cap as usize).saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                    if n > room && !exceeded {
+                        exceeded = true;
+                        over.notify_one();
+                    }
+                }
+                io::Result::Ok((kept, exceeded))
+            }
+        };
+        let stdout = tokio::spawn(read(out_r));
+        let stderr = tokio::spawn(read(err_r));
+
+        let mut timed_out = false;
+        let mut output_over = false;
+        let deadline = tokio::time::sleep(wall);
+        tokio::pin!(deadline);
+        let reply = tokio::select! {
+            reply = self.recv() => Some(reply),
+            () = &mut deadline => { timed_out = true; None }
+            () = over.notified() => { output_over = true; None }
+        };
+        let reply = match reply {
+            Some(reply) => reply,
+            None => {
+                self.send(&ToSlot::Kill, &[]).await?;
+                match tokio::time::timeout(KILL_GRACE, self.recv()).await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        self.broken.store(true, Ordering::Relaxed);
+                        let _ = self.groups.kill();
+                        Err(SlotError::Broken("the slot did not stop after a kill".into()))
+                    }
+                }
+            }
+        }?;
+        let wall_time = start.elapsed();
+        feed.abort();
+        let collect = |h: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>| async move {
+            match tokio::time::timeout(KILL_GRACE, h).await {
+                Ok(Ok(Ok(v))) => v,
+                _ => (Vec::new(), false),
+            }
+        };
+        let (out, out_over) = collect(stdout).await;
+        let (err, err_over) = collect(stderr).await;
+        let FromSlot::Exited { code, signal, cpu_ms, max_rss_kb, spawn_error } = reply else {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(SlotError::Broken(format!("unexpected reply {reply:?}")));
+        };
+        Ok(ExecOutcome {
+            code,
+            signal,
+            cpu_ms,
+            max_rss_kb,
+            spawn_error,
+            stdout: out,
+            stderr: err,
+            output_over: output_over || out_over || err_over,
+            timed_out,
+            memory_limit: self.groups.oom_kills() > oom_before,
+            wall: wall_time,
+        })
+    }
+
+    /// Writes `data` to `path` under `/work`.
+    pub async fn write_file(&self, path: &str, data: Vec<u8>, mode: u32) -> Result<u64, SlotError> {
+        let _busy = self.busy.lock().await;
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| broken(io::Error::from(e)))?;
+        let size = data.len() as u64;
+        self.send(&ToSlot::WriteFile { path: path.to_owned(), size, mode }, &[r.as_fd()]).await?;
+        drop(r);
+        let mut writer = pipe::Sender::from_owned_fd(w).map_err(broken)?;
+        let feed = async move {
+            let _ = writer.write_all(&data).await;
+        };
+        let (reply, ()) = tokio::join!(self.recv(), feed);
+        match reply? {
+            FromSlot::FileDone { error: None, size } => Ok(size),
+            FromSlot::FileDone { error: Some(e), .. } => Err(SlotError::File(e)),
+            other => Err(SlotError::Broken(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Reads `path` under `/work`, refusing files over `max` bytes.
+    pub async fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, SlotError> {
+        let _busy = self.busy.lock().await;
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| broken(io::Error::from(e)))?;
+        self.send(&ToSlot::ReadFile { path: path.to_owned(), max }, &[w.as_fd()]).await?;
+        drop(w);
+        let mut reader = pipe::Receiver::from_owned_fd(r).map_err(broken)?;
+        let mut data = Vec::new();
+        let read = async {
+            let _ = (&mut reader).take(max + 1).read_to_end(&mut data).await;
+        };
+        let (reply, ()) = tokio::join!(self.recv(), read);
+        match reply? {
+            FromSlot::FileDone { error: None, .. } => Ok(data),
+            FromSlot::FileDone { error: Some(e), .. } => Err(SlotError::File(e)),
+            other => Err(SlotError::Broken(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Ends the slot: every process in it is killed and its cgroups removed.
+    pub async fn destroy(mut self) {
+        let _ = self.groups.kill();
+        let _ = self.helper.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.helper.wait()).await;
+        for _ in 0..500 {
+            if self.groups.is_empty() {
+                break;
+            }
+            let _ = self.groups.kill();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if let Err(e) =
+            tokio::task::spawn_blocking(move || self.groups.remove()).await.unwrap_or(Ok(()))
+        {
+            tracing::warn!("cannot remove a slot's cgroups: {e}");
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Integration tests of the sandbox: behaviour, limits and the hostile suite.
+
+mod basics;
+mod support;
