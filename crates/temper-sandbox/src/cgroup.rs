@@ -77,9 +77,14 @@ pub struct GroupLimits {
 }
 
 impl SlotGroups {
-    /// Creates the groups of slot `id`.
-    pub fn create(layout: &Layout, id: u64) -> io::Result<Self> {
-        let name = format!("slot-{}-{id}", std::process::id());
+    /// The name prefix of every slot group of sandbox `instance` in this process.
+    pub fn prefix(instance: u64) -> String {
+        format!("slot-{}-{instance}-", std::process::id())
+    }
+
+    /// Creates the groups of slot `id` of sandbox `instance`.
+    pub fn create(layout: &Layout, instance: u64, id: u64) -> io::Result<Self> {
+        let name = format!("{}{id}", Self::prefix(instance));
         let dirs: Vec<PathBuf> = match layout {
             Layout::V2 => vec![PathBuf::from(format!("{ROOT}/{GROUP}/{name}"))],
             Layout::Hybrid => ["memory", "pids", "cpu", "unified"]
@@ -106,29 +111,37 @@ impl SlotGroups {
         }
     }
 
-    /// Sets the limits.
+    /// Sets the limits; the error names the file that refused its value.
     pub fn set_limits(&self, limits: GroupLimits) -> io::Result<()> {
+        let put = |path: PathBuf, value: String| {
+            fs::write(&path, &value)
+                .map_err(|e| io::Error::new(e.kind(), format!("{} = {value}: {e}", path.display())))
+        };
         let period = 100_000u64;
         let quota = period * limits.cpu_percent / 100;
+        let memory = limits.memory_bytes.to_string();
         match self.layout {
             Layout::V2 => {
-                fs::write(self.file("memory", "memory.max"), limits.memory_bytes.to_string())?;
+                put(self.file("memory", "memory.max"), memory)?;
                 let _ = fs::write(self.file("memory", "memory.swap.max"), "0");
-                fs::write(self.file("pids", "pids.max"), limits.pids.to_string())?;
-                fs::write(self.file("cpu", "cpu.max"), format!("{quota} {period}"))?;
+                put(self.file("pids", "pids.max"), limits.pids.to_string())?;
+                put(self.file("cpu", "cpu.max"), format!("{quota} {period}"))?;
             }
             Layout::Hybrid => {
-                fs::write(
+                // memory+swap may never be below memory: raise it first, or lower it last.
+                let (mem, memsw) = (
                     self.file("memory", "memory.limit_in_bytes"),
-                    limits.memory_bytes.to_string(),
-                )?;
-                let _ = fs::write(
                     self.file("memory", "memory.memsw.limit_in_bytes"),
-                    limits.memory_bytes.to_string(),
                 );
-                fs::write(self.file("pids", "pids.max"), limits.pids.to_string())?;
-                fs::write(self.file("cpu", "cpu.cfs_period_us"), period.to_string())?;
-                fs::write(self.file("cpu", "cpu.cfs_quota_us"), quota.to_string())?;
+                if fs::write(&memsw, &memory).is_ok() {
+                    put(mem, memory)?;
+                } else {
+                    put(mem, memory.clone())?;
+                    let _ = fs::write(&memsw, &memory);
+                }
+                put(self.file("pids", "pids.max"), limits.pids.to_string())?;
+                put(self.file("cpu", "cpu.cfs_period_us"), period.to_string())?;
+                put(self.file("cpu", "cpu.cfs_quota_us"), quota.to_string())?;
             }
         }
         Ok(())

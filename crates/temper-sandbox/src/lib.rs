@@ -21,12 +21,13 @@ pub mod isolation;
 mod runner;
 mod slot;
 mod unsandboxed;
-mod wire;
+pub mod wire;
 
 pub use config::SandboxConfig;
 pub use runner::{Sandbox, SandboxError};
 pub use slot::{Slot, SlotError};
 pub use unsandboxed::Unsandboxed;
+pub use wire::Exec;
 
 #[cfg(test)]
 mod tests;

@@ -62,7 +62,10 @@ fn recipe(cfg: &SandboxConfig, language: Language) -> Recipe {
 struct Inner {
     cfg: SandboxConfig,
     layout: Layout,
-    next_id: AtomicU64,
+    /// Names this sandbox's slot cgroups apart from other sandboxes in the process.
+    instance: u64,
+    /// Set by `shutdown`: the pool stops refilling.
+    closed: std::sync::atomic::AtomicBool,
     pool: Mutex<VecDeque<Slot>>,
     refill: tokio::sync::Notify,
     cold_starts: AtomicU64,
@@ -73,6 +76,12 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
+}
+
+/// Slot ids are unique in the process (they name cgroups), across every sandbox in it.
+fn next_slot_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The limits a run gets: the request's, else the configuration's.
@@ -97,7 +106,8 @@ impl Sandbox {
         let inner = Arc::new(Inner {
             cfg,
             layout,
-            next_id: AtomicU64::new(0),
+            instance: next_slot_id(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             pool: Mutex::new(VecDeque::new()),
             refill: tokio::sync::Notify::new(),
             cold_starts: AtomicU64::new(0),
@@ -112,8 +122,8 @@ impl Sandbox {
     }
 
     async fn build(inner: &Inner) -> Result<Slot, SlotError> {
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        Slot::create(&inner.cfg, &inner.layout, id).await
+        let id = next_slot_id();
+        Slot::create(&inner.cfg, &inner.layout, inner.instance, id).await
     }
 
     /// The configuration.
@@ -155,8 +165,14 @@ impl Sandbox {
         }
     }
 
-    /// Destroys the warm slots (the pool stops refilling once every handle is dropped).
+    /// The name prefix of this sandbox's slot cgroups (for tests and operators).
+    pub fn cgroup_prefix(&self) -> String {
+        cgroup::SlotGroups::prefix(self.inner.instance)
+    }
+
+    /// Stops the pool and destroys the warm slots. Runs already started finish normally.
     pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Relaxed);
         let slots: Vec<Slot> =
             self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         for slot in slots {
@@ -170,6 +186,11 @@ impl Sandbox {
             pids: self.inner.cfg.pids,
             cpu_percent: self.inner.cfg.cpu_percent,
         }
+    }
+
+    /// An exec request with this sandbox's environment and limits, for raw use of a [`Slot`].
+    pub fn exec_request(&self, argv: Vec<String>, time_ms: u64) -> Exec {
+        self.exec(argv, time_ms)
     }
 
     fn exec(&self, argv: Vec<String>, time_ms: u64) -> Exec {
@@ -328,6 +349,9 @@ fn to_result(out: ExecOutcome, time_ms: u64, peak_kb: u64) -> RunResult {
 async fn refill(inner: Weak<Inner>) {
     loop {
         let Some(strong) = inner.upgrade() else { return };
+        if strong.closed.load(Ordering::Relaxed) {
+            return;
+        }
         let missing = strong
             .cfg
             .pool_size
@@ -340,9 +364,13 @@ async fn refill(inner: Weak<Inner>) {
         }
         let batch = missing.min(strong.cfg.pool_builders.max(1));
         let built = futures_lite_join(batch, &strong).await;
-        for slot in built {
-            strong.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(slot);
+        if strong.closed.load(Ordering::Relaxed) {
+            for slot in built {
+                slot.destroy().await;
+            }
+            return;
         }
+        strong.pool.lock().unwrap_or_else(|p| p.into_inner()).extend(built);
     }
 }
 
@@ -350,10 +378,11 @@ async fn futures_lite_join(n: usize, inner: &Inner) -> Vec<Slot> {
     let mut set = tokio::task::JoinSet::new();
     let mut out = Vec::new();
     for _ in 0..n {
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = next_slot_id();
         let cfg = inner.cfg.clone();
         let layout = inner.layout.clone();
-        set.spawn(async move { Slot::create(&cfg, &layout, id).await });
+        let instance = inner.instance;
+        set.spawn(async move { Slot::create(&cfg, &layout, instance, id).await });
     }
     while let Some(r) = set.join_next().await {
         match r {

@@ -72,7 +72,8 @@ pub struct ExecOutcome {
 pub struct Slot {
     helper: tokio::process::Child,
     sock: AsyncFd<OwnedFd>,
-    groups: SlotGroups,
+    /// Taken by `destroy`; a slot dropped without it is cleaned up by `Drop`.
+    groups: Option<SlotGroups>,
     busy: tokio::sync::Mutex<()>,
     broken: AtomicBool,
     created: Instant,
@@ -80,7 +81,12 @@ pub struct Slot {
 
 impl Slot {
     /// Builds a slot; fails closed with the reason when isolation cannot be set up.
-    pub async fn create(cfg: &SandboxConfig, layout: &Layout, id: u64) -> Result<Self, SlotError> {
+    pub async fn create(
+        cfg: &SandboxConfig,
+        layout: &Layout,
+        instance: u64,
+        id: u64,
+    ) -> Result<Self, SlotError> {
         let setup = |e: io::Error, step: &str| SlotError::Setup(format!("{step}: {e}"));
         let (ours, theirs) = rustix::net::socketpair(
             AddressFamily::UNIX,
@@ -98,8 +104,8 @@ impl Slot {
             inner_uid: cfg.inner_uid,
         };
         let spec = serde_json::to_string(&spec).map_err(|e| SlotError::Setup(e.to_string()))?;
-        let groups =
-            SlotGroups::create(layout, id).map_err(|e| setup(e, "create the slot's cgroups"))?;
+        let groups = SlotGroups::create(layout, instance, id)
+            .map_err(|e| setup(e, "create the slot's cgroups"))?;
         let limits = GroupLimits {
             memory_bytes: cfg.memory_mb << 20,
             pids: cfg.pids,
@@ -126,7 +132,7 @@ impl Slot {
         let mut slot = Self {
             helper,
             sock,
-            groups,
+            groups: Some(groups),
             busy: tokio::sync::Mutex::new(()),
             broken: AtomicBool::new(false),
             created: Instant::now(),
@@ -162,7 +168,7 @@ impl Slot {
             "gid_map",
             format!("0 {} 1\n{} {} 1\n", cfg.host_root_uid, cfg.inner_uid, cfg.host_user_uid),
         )?;
-        self.groups
+        self.groups()
             .add(pid)
             .map_err(|e| SlotError::Setup(format!("join the slot's cgroups: {e}")))?;
         self.send(&ToSlot::MapsDone, &[]).await?;
@@ -178,7 +184,7 @@ impl Slot {
 
     /// Ends a slot that failed during setup, adding the helper's own words to the error.
     async fn fail(mut self, error: SlotError) -> SlotError {
-        let _ = self.groups.kill();
+        let _ = self.groups().kill();
         let _ = self.helper.start_kill();
         let mut stderr = String::new();
         if let Some(mut pipe) = self.helper.stderr.take() {
@@ -186,12 +192,18 @@ impl Slot {
                 .await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), self.helper.wait()).await;
-        let _ = self.groups.remove();
+        if let Some(groups) = self.groups.take() {
+            let _ = groups.remove();
+        }
         match (error, stderr.trim()) {
             (e, "") => e,
             (SlotError::Setup(m), extra) => SlotError::Setup(format!("{m} ({extra})")),
             (e, _) => e,
         }
+    }
+
+    fn groups(&self) -> &SlotGroups {
+        self.groups.as_ref().expect("a live slot has its cgroups")
     }
 
     async fn send(
@@ -232,17 +244,19 @@ impl Slot {
 
     /// Sets the memory and process limits for the next execs.
     pub fn set_limits(&self, limits: GroupLimits) -> Result<(), SlotError> {
-        self.groups.set_limits(limits).map_err(|e| SlotError::Broken(format!("cgroup limits: {e}")))
+        self.groups()
+            .set_limits(limits)
+            .map_err(|e| SlotError::Broken(format!("cgroup limits: {e}")))
     }
 
     /// Starts peak-memory accounting afresh (where the kernel allows it).
     pub fn reset_peak(&self) {
-        self.groups.reset_peak();
+        self.groups().reset_peak();
     }
 
     /// Peak memory of the slot so far, in KiB.
     pub fn peak_kb(&self) -> u64 {
-        self.groups.peak_kb()
+        self.groups().peak_kb()
     }
 
     /// Runs one program with `stdin`, within `wall`, keeping at most `output_cap` bytes of each
@@ -258,7 +272,7 @@ impl Slot {
         if self.broken.load(Ordering::Relaxed) {
             return Err(SlotError::Broken("the slot is broken".into()));
         }
-        let oom_before = self.groups.oom_kills();
+        let oom_before = self.groups().oom_kills();
         let pipe = || {
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                 .map_err(|e| broken(io::Error::from(e)))
@@ -319,7 +333,7 @@ impl Slot {
                     Ok(reply) => reply,
                     Err(_) => {
                         self.broken.store(true, Ordering::Relaxed);
-                        let _ = self.groups.kill();
+                        let _ = self.groups().kill();
                         Err(SlotError::Broken("the slot did not stop after a kill".into()))
                     }
                 }
@@ -349,7 +363,7 @@ impl Slot {
             stderr: err,
             output_over: output_over || out_over || err_over,
             timed_out,
-            memory_limit: self.groups.oom_kills() > oom_before,
+            memory_limit: self.groups().oom_kills() > oom_before,
             wall: wall_time,
         })
     }
@@ -396,20 +410,41 @@ impl Slot {
 
     /// Ends the slot: every process in it is killed and its cgroups removed.
     pub async fn destroy(mut self) {
-        let _ = self.groups.kill();
+        let Some(groups) = self.groups.take() else { return };
+        let _ = groups.kill();
         let _ = self.helper.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.helper.wait()).await;
-        for _ in 0..500 {
-            if self.groups.is_empty() {
-                break;
-            }
-            let _ = self.groups.kill();
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
         if let Err(e) =
-            tokio::task::spawn_blocking(move || self.groups.remove()).await.unwrap_or(Ok(()))
+            tokio::task::spawn_blocking(move || clean_up(&groups)).await.unwrap_or(Ok(()))
         {
             tracing::warn!("cannot remove a slot's cgroups: {e}");
+        }
+    }
+}
+
+/// Kills what is left in the groups until they are empty, then removes them.
+fn clean_up(groups: &SlotGroups) -> io::Result<()> {
+    for _ in 0..2_500 {
+        if groups.is_empty() {
+            break;
+        }
+        let _ = groups.kill();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    groups.remove()
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Dropped without `destroy` (a panic, a cancelled request): nothing may survive it.
+        if let Some(groups) = self.groups.take() {
+            let _ = groups.kill();
+            let _ = self.helper.start_kill();
+            std::thread::spawn(move || {
+                if let Err(e) = clean_up(&groups) {
+                    tracing::warn!("cannot remove a slot's cgroups: {e}");
+                }
+            });
         }
     }
 }

@@ -1,24 +1,138 @@
-//! Ordinary programs: statuses, languages, limits.
+//! Ordinary programs: languages, statuses, limits.
 
-use temper_protocol::{Language, Limits, RunRequest, RunStatus};
+use std::time::{Duration, Instant};
 
-use crate::support::sandbox;
+use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase};
+use temper_verify::code::CodeRunner;
 
-fn req(language: Language, code: &str, stdin: &str) -> RunRequest {
-    RunRequest {
-        language,
-        code: code.to_owned(),
-        stdin: stdin.to_owned(),
-        limits: Limits::default(),
-    }
+use crate::support::{assert_clean, req, run, sandbox};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn languages_and_statuses() {
+    let sb = sandbox().await;
+    assert!(sb.is_sandboxed());
+    let mut r = req(Language::Python, "import sys\nprint(sys.stdin.read()[::-1])");
+    r.stdin = "abc".into();
+    let out = sb.run(&r).await;
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.exit_code),
+        (RunStatus::Ok, "cba\n", Some(0)),
+        "{out:?}"
+    );
+    assert!(out.max_rss_kb > 1000, "python uses memory: {out:?}");
+
+    let out = run(&sb, Language::Bash, "echo $((6 * 7)); echo oops >&2; exit 3").await;
+    assert_eq!(
+        (out.status, out.stdout.as_str(), out.stderr.as_str(), out.exit_code),
+        (RunStatus::RuntimeError, "42\n", "oops\n", Some(3))
+    );
+
+    let out = run(&sb, Language::C, "#include <stdio.h>\nint main(){int a,b;if(scanf(\"%d %d\",&a,&b)!=2)return 1;printf(\"%d\\n\",a+b);}").await;
+    assert_eq!(out.status, RunStatus::RuntimeError, "no input: scanf fails: {out:?}");
+    let mut r = req(
+        Language::Cpp,
+        "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a*b<<std::endl;}",
+    );
+    r.stdin = "6 7".into();
+    let out = sb.run(&r).await;
+    assert_eq!((out.status, out.stdout.as_str()), (RunStatus::Ok, "42\n"), "{out:?}");
+
+    let out = run(&sb, Language::C, "int main( { return 0; }").await;
+    assert_eq!(out.status, RunStatus::CompileError);
+    assert!(out.stderr.contains("error"), "the compiler's message: {}", out.stderr);
+
+    let out = run(&sb, Language::Python, "import os\nos.kill(os.getpid(), 11)").await;
+    assert_eq!((out.status, out.signal), (RunStatus::RuntimeError, Some(11)));
+    assert_clean(&sb).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_runs_and_reads_stdin() {
+async fn limits_give_their_statuses() {
     let sb = sandbox().await;
-    let r =
-        sb.run(&req(Language::Python, "import sys\nprint(sys.stdin.read()[::-1])", "abc")).await;
-    assert_eq!(r.status, RunStatus::Ok, "{r:?}");
-    assert_eq!(r.stdout, "cba\n");
-    sb.shutdown().await;
+    let limited = |code: &str, limits: Limits| RunRequest {
+        language: Language::Python,
+        code: code.into(),
+        stdin: String::new(),
+        limits,
+    };
+
+    let start = Instant::now();
+    let out = sb
+        .run(&limited("while True: pass", Limits { time_limit_ms: Some(500), ..Limits::default() }))
+        .await;
+    assert_eq!(out.status, RunStatus::Timeout, "{out:?}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+
+    let out = sb
+        .run(&limited(
+            "import time\ntime.sleep(60)",
+            Limits { time_limit_ms: Some(300), ..Limits::default() },
+        ))
+        .await;
+    assert_eq!(out.status, RunStatus::Timeout, "sleeping is wall-clock time: {out:?}");
+
+    let out = sb
+        .run(&limited(
+            "x = bytearray(400 * 1024 * 1024)\nprint(len(x))",
+            Limits { memory_mb: Some(64), ..Limits::default() },
+        ))
+        .await;
+    assert_eq!(out.status, RunStatus::MemoryLimit, "{out:?}");
+
+    let out = sb
+        .run(&limited(
+            "while True: print('x' * 1000)",
+            Limits { output_bytes: Some(10_000), ..Limits::default() },
+        ))
+        .await;
+    assert_eq!(out.status, RunStatus::OutputLimit, "{out:?}");
+    assert_eq!(out.stdout.len(), 10_000);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_tests_compiles_once_and_judges_each() {
+    let sb = sandbox().await;
+    let tests = vec![
+        TestCase { stdin: "1 2".into(), expected_stdout: "3".into() },
+        TestCase { stdin: "5 5".into(), expected_stdout: "10".into() },
+        TestCase { stdin: "2 2".into(), expected_stdout: "5".into() },
+    ];
+    // The program counts its runs in /work: one compile, then three runs in one sandbox.
+    let code = "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);\
+FILE*f=fopen(\"runs\",\"a\");fputs(\"x\",f);fclose(f);return 0;}";
+    let outcomes = CodeRunner::run_tests(&sb, Language::C, code, &tests, Limits::default(), false)
+        .await
+        .expect("run");
+    let passed: Vec<bool> = outcomes.iter().map(|o| o.passed).collect();
+    assert_eq!(passed, [true, true, false]);
+    let early = CodeRunner::run_tests(&sb, Language::C, code, &tests[1..], Limits::default(), true)
+        .await
+        .expect("run");
+    assert_eq!(early.len(), 2);
+    let broken =
+        CodeRunner::run_tests(&sb, Language::C, "int main(", &tests, Limits::default(), true)
+            .await
+            .expect("run");
+    assert!(broken.iter().all(|o| !o.passed && o.result.status == RunStatus::CompileError));
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_are_isolated_from_each_other() {
+    let sb = sandbox().await;
+    // Each run writes its own marker to /tmp and /work and checks that no other run's is there.
+    let runs = (0..12).map(|i| {
+        let sb = sb.clone();
+        async move {
+            let code = format!(
+                "import os, time\nfor d in ('/tmp', '/work'):\n    others = [f for f in os.listdir(d) if f.startswith('marker')]\n    open(f'{{d}}/marker{i}', 'w').write('x')\n    print(len(others))\ntime.sleep(0.2)"
+            );
+            sb.run(&req(Language::Python, &code)).await
+        }
+    });
+    for out in futures::future::join_all(runs).await {
+        assert_eq!((out.status, out.stdout.as_str()), (RunStatus::Ok, "0\n0\n"), "{out:?}");
+    }
+    assert_clean(&sb).await;
 }

@@ -1,4 +1,5 @@
 //! Integration tests of the sandbox: behaviour, limits and the hostile suite.
 
 mod basics;
+mod hostile;
 mod support;

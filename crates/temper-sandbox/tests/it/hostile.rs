@@ -1,0 +1,350 @@
+//! The hostile suite of `shared/design/sandbox.md`: each program tries to escape or to harm
+//! the host, and each test asserts containment and the expected status.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use temper_protocol::{Language, Limits, RunRequest, RunStatus};
+
+use crate::support::{assert_clean, run, sandbox, sandbox_processes};
+
+/// A file on the host that no sandboxed program may read or change.
+struct Canary {
+    path: std::path::PathBuf,
+    secret: String,
+}
+
+impl Canary {
+    fn new() -> Self {
+        let secret = format!("secret-{:x}", rand_u64());
+        let path = std::env::temp_dir().join(format!("temper-canary-{}.txt", std::process::id()));
+        std::fs::write(&path, &secret).expect("write canary");
+        Self { path, secret }
+    }
+
+    fn assert_untouched(&self, output: &str) {
+        assert!(!output.contains(&self.secret), "the canary leaked: {output}");
+        assert_eq!(
+            std::fs::read_to_string(&self.path).expect("canary"),
+            self.secret,
+            "the canary changed"
+        );
+    }
+}
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_files_are_out_of_reach() {
+    let sb = sandbox().await;
+    let canary = Canary::new();
+    let p = canary.path.display();
+    let code = format!(
+        r#"
+import os
+tries = ["{p}", "/proc/1/root{p}", "/proc/self/root{p}", "/.old{p}", "/root/.bashrc", "/etc/shadow", "/home"]
+for path in tries:
+    try:
+        print(path, open(path).read()[:80])
+    except Exception as e:
+        print(path, type(e).__name__)
+for path in ["{p}", "/usr/temper-escape", "/etc/temper-escape", "/temper-escape", "/proc/temper-escape"]:
+    try:
+        open(path, "w").write("pwned")
+        print("wrote", path)
+    except Exception as e:
+        print("no write", path, type(e).__name__)
+print("root listing", sorted(os.listdir("/")))
+"#
+    );
+    let out = run(&sb, Language::Python, &code).await;
+    assert_eq!(out.status, RunStatus::Ok, "{out:?}");
+    canary.assert_untouched(&out.stdout);
+    // Writes land only in the sandbox's own /tmp (the canary's path there is a new, empty file).
+    assert!(
+        out.stdout.lines().filter(|l| l.starts_with("wrote")).all(|l| l.starts_with("wrote /tmp/")),
+        "{}",
+        out.stdout
+    );
+    for escape in ["/usr/temper-escape", "/etc/temper-escape", "/temper-escape"] {
+        assert!(!std::path::Path::new(escape).exists(), "{escape} appeared on the host");
+    }
+    assert!(!out.stdout.contains("'root'") && !out.stdout.contains("'home'"), "{}", out.stdout);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_and_sys_show_nothing_of_the_host() {
+    let sb = sandbox().await;
+    let code = r#"
+import os
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+print("pids", len(pids))
+print("sys", os.path.exists("/sys/kernel"))
+print("pid1", open("/proc/1/cmdline").read().replace("\0", " ")[:60])
+print("hostname", os.uname().nodename)
+for dev in ["/dev/sda", "/dev/vda", "/dev/mem", "/dev/kmsg", "/dev/tty"]:
+    print("dev", dev, os.path.exists(dev))
+"#;
+    let out = run(&sb, Language::Python, code).await;
+    assert_eq!(out.status, RunStatus::Ok, "{out:?}");
+    // Only init and the program itself are visible.
+    assert!(out.stdout.contains("pids 2\n"), "{}", out.stdout);
+    assert!(out.stdout.contains("sys False"));
+    assert!(out.stdout.contains("hostname sandbox"));
+    assert!(!out.stdout.contains(" True"), "no host device is visible: {}", out.stdout);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_network_in_or_out() {
+    let sb = sandbox().await;
+    // A server on the host's loopback that the program must not reach.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let code = format!(
+        r#"
+import socket
+for host, port in [("127.0.0.1", {port}), ("10.0.2.2", 80), ("1.1.1.1", 53)]:
+    s = socket.socket()
+    s.settimeout(1)
+    try:
+        s.connect((host, port))
+        print("connected", host)
+    except OSError as e:
+        print("refused", host, e.errno)
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("resolved")
+except OSError:
+    print("no dns")
+srv = socket.socket()
+try:
+    srv.bind(("0.0.0.0", 18765)); srv.listen(1); print("listening inside")
+except OSError as e:
+    print("no listen", e.errno)
+"#
+    );
+    let out = run(&sb, Language::Python, &code).await;
+    assert_eq!(out.status, RunStatus::Ok, "{out:?}");
+    assert!(
+        !out.stdout.contains("connected") && !out.stdout.contains("resolved"),
+        "{}",
+        out.stdout
+    );
+    // A port bound inside the sandbox's own network namespace is not on the host.
+    assert!(
+        std::net::TcpStream::connect_timeout(
+            &"127.0.0.1:18765".parse().expect("addr"),
+            Duration::from_millis(200)
+        )
+        .is_err()
+    );
+    listener.set_nonblocking(true).expect("nonblocking");
+    assert!(listener.accept().is_err(), "nothing reached the host's listener");
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dangerous_syscalls_are_refused() {
+    let sb = sandbox().await;
+    let code = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/keyctl.h>
+static void show(const char *name, long r) { printf("%s %s\n", name, r == -1 ? strerror(errno) : "ALLOWED"); }
+int main(void) {
+    show("mount", mount("none", "/tmp", "tmpfs", 0, NULL));
+    show("unshare_user", unshare(CLONE_NEWUSER));
+    show("unshare_net", unshare(CLONE_NEWNET));
+    show("ptrace", ptrace(PTRACE_ATTACH, 1, 0, 0));
+    show("bpf", syscall(SYS_bpf, 0, 0, 0));
+    show("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, -1, 0));
+    show("io_uring", syscall(SYS_io_uring_setup, 1, 0));
+    show("perf", syscall(SYS_perf_event_open, 0, 0, -1, -1, 0));
+    show("userfaultfd", syscall(SYS_userfaultfd, 0));
+    show("personality", syscall(SYS_personality, 0x0008));
+    show("x32_getpid", syscall(0x40000000 | 39));
+    show("clone_newpid", syscall(SYS_clone, CLONE_NEWPID | 17, 0, 0, 0, 0));
+    show("kexec", syscall(SYS_kexec_load, 0, 0, 0, 0));
+    show("setns", syscall(SYS_setns, 0, 0));
+    show("mknod", syscall(SYS_mknod, "/tmp/dev", 0020644, 0x0801));
+    show("chroot", chroot("/tmp"));
+    show("sethostname", sethostname("x", 1));
+    return 0;
+}
+"#;
+    let out = run(&sb, Language::C, code).await;
+    assert_eq!(out.status, RunStatus::Ok, "{out:?}");
+    assert!(!out.stdout.contains("ALLOWED"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 17, "{}", out.stdout);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_bombs_are_contained() {
+    let sb = sandbox().await;
+    let limits = |ms| Limits { time_limit_ms: Some(ms), ..Limits::default() };
+    let cases = [
+        // fork bomb: pids.max stops it; the run times out or fails, and nothing survives it.
+        (Language::Bash, "bomb() { bomb | bomb & }; bomb; sleep 5", limits(2_000)),
+        (
+            Language::Python,
+            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+            limits(2_000),
+        ),
+        // disk fill: /work is a 64 MiB tmpfs and files are capped.
+        (
+            Language::Python,
+            "f = open('/work/big', 'wb')\nwhile True: f.write(b'x' * (1 << 20))",
+            limits(5_000),
+        ),
+        (
+            Language::Python,
+            "f = open('/tmp/big', 'wb')\nwhile True: f.write(b'x' * (1 << 20))",
+            limits(5_000),
+        ),
+        // descriptor exhaustion
+        (Language::Python, "fs = []\nwhile True: fs.append(open('/dev/null'))", limits(5_000)),
+        // raising limits back
+        (
+            Language::Python,
+            "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20))",
+            limits(5_000),
+        ),
+    ];
+    for (language, code, limits) in cases {
+        let out =
+            sb.run(&RunRequest { language, code: code.into(), stdin: String::new(), limits }).await;
+        assert!(
+            matches!(
+                out.status,
+                RunStatus::RuntimeError | RunStatus::Timeout | RunStatus::MemoryLimit
+            ),
+            "{code}: {out:?}"
+        );
+    }
+    let out = run(
+        &sb,
+        Language::Python,
+        "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))",
+    )
+    .await;
+    assert_eq!(out.stdout, "(256, 256)\n", "{out:?}");
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_outlives_a_run_and_host_processes_are_unharmed() {
+    let sb = sandbox().await;
+    let mut host = std::process::Command::new("sleep").arg("30").spawn().expect("a host process");
+    let code = format!(
+        r#"
+import os, signal, subprocess
+# A daemon that double-forks and ignores SIGHUP, and a process that leaves the session.
+subprocess.Popen(["sh", "-c", "(setsid sleep 1000 &) ; nohup sleep 1000 >/dev/null 2>&1 &"])
+for pid in [{host}, 1, -1]:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("killed", pid)
+    except OSError as e:
+        print("no", pid, e.errno)
+"#,
+        host = host.id()
+    );
+    let out = run(&sb, Language::Python, &code).await;
+    assert!(
+        out.stdout.contains(&format!("no {} 3", host.id())),
+        "the host pid is not even visible: {out:?}"
+    );
+    assert!(host.try_wait().expect("wait").is_none(), "the host process survived");
+    host.kill().expect("kill");
+    let _ = host.wait();
+    assert_clean(&sb).await;
+    // No process of the sandbox's users is left on the host.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline
+        && !sandbox_processes(sb.config()).iter().all(|p| p.contains("Z"))
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Vec<String> = sandbox_processes(sb.config())
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!(
+                "/proc/{}/cmdline",
+                p.split_whitespace().next().unwrap_or("")
+            ))
+            .is_ok_and(|c| c.contains("sleep"))
+        })
+        .collect();
+    assert!(left.is_empty(), "survivors: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_never_follows_a_link_the_program_made() {
+    let sb = sandbox().await;
+    let slot = sb.slot().await.expect("slot");
+    slot.write_file("prog.sh", b"ln -s /etc/passwd /work/out; ln -s /proc/1/environ /work/env; mkdir -p /work/d; ln -s / /work/d/up".to_vec(), 0o644)
+        .await
+        .expect("write");
+    let exec = temper_sandbox_exec(&sb, &["/bin/bash", "prog.sh"]);
+    slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 20).await.expect("exec");
+    for path in ["out", "env", "d/up/etc/passwd"] {
+        let read = slot.read_file(path, 1 << 20).await;
+        assert!(read.is_err(), "{path}: the supervisor followed a link: {read:?}");
+    }
+    // Writing through the planted links is refused too.
+    assert!(slot.write_file("out", b"x".to_vec(), 0o644).await.is_err());
+    assert!(slot.write_file("d/up/tmp/x", b"x".to_vec(), 0o644).await.is_err());
+    slot.destroy().await;
+    assert_clean(&sb).await;
+}
+
+/// An exec request for a raw command in a slot.
+fn temper_sandbox_exec(sb: &temper_sandbox::Sandbox, argv: &[&str]) -> temper_sandbox::Exec {
+    sb.exec_request(argv.iter().map(|s| (*s).to_owned()).collect(), 5_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reward_hacks_do_not_pass_tests() {
+    use temper_protocol::TestCase;
+    use temper_verify::code::CodeRunner;
+    let sb = sandbox().await;
+    let tests = vec![
+        TestCase { stdin: "2 3".into(), expected_stdout: "5".into() },
+        TestCase { stdin: "4 4".into(), expected_stdout: "8".into() },
+    ];
+    let hacks = [
+        "import sys\nsys.exit(0)",
+        "print('PASS')\nprint('All tests passed')",
+        "import os\nos._exit(0)",
+        "import glob\nprint(glob.glob('/**/*expected*', recursive=True))",
+    ];
+    for hack in hacks {
+        let outcomes =
+            CodeRunner::run_tests(&sb, Language::Python, hack, &tests, Limits::default(), false)
+                .await
+                .expect("run");
+        assert!(outcomes.iter().all(|o| !o.passed), "{hack} passed a test");
+    }
+    assert_clean(&sb).await;
+}
