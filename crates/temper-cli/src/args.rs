@@ -30,6 +30,81 @@ pub enum Command {
     /// Check answers without a model.
     #[command(subcommand)]
     Verify(VerifyCommand),
+    /// Run untrusted code in the sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+/// `temper sandbox ...`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Run one program in a fresh sandbox and print the result as JSON.
+    ///
+    /// Prints {"status", "exit_code", "signal", "stdout", "stderr", "wall_ms", "cpu_ms",
+    /// "max_rss_kb"}; status is ok, runtime_error, timeout, memory_limit, output_limit,
+    /// compile_error or internal_error. Exits 0 whenever the sandbox worked, whatever the program
+    /// did, and 1 on internal_error. Needs root (user namespaces are mapped and cgroups managed).
+    Run(SandboxRunArgs),
+    /// Serve the sandbox over HTTP (one-shot runs, test runs, sessions).
+    Serve(SandboxServeArgs),
+    /// Measure start-up latency and throughput, side by side with bubblewrap.
+    Bench(SandboxBenchArgs),
+}
+
+/// `temper sandbox run`.
+#[derive(Debug, Args)]
+pub struct SandboxRunArgs {
+    /// The program's source file.
+    pub file: PathBuf,
+    /// Language: python, bash, c or cpp (default: from the file's extension).
+    #[arg(long)]
+    pub lang: Option<String>,
+    /// Wall-clock limit in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    pub time_limit_ms: u64,
+    /// Memory limit in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub memory_mb: u64,
+    /// Most bytes kept of each output stream.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub output_bytes: u64,
+    /// A file given to the program on standard input.
+    #[arg(long, value_name = "FILE")]
+    pub stdin: Option<PathBuf>,
+}
+
+/// `temper sandbox serve`.
+#[derive(Debug, Args)]
+pub struct SandboxServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    pub addr: String,
+    /// Warm sandboxes kept ready.
+    #[arg(long, default_value_t = 8)]
+    pub pool_size: usize,
+    /// Runs at once; more wait in line, and past the queue limit get 429.
+    #[arg(long, default_value_t = 16)]
+    pub max_concurrent: usize,
+    /// Most open sessions.
+    #[arg(long, default_value_t = 1024)]
+    pub max_sessions: usize,
+    /// Seconds an idle session lives.
+    #[arg(long, default_value_t = 300)]
+    pub idle_timeout_s: u64,
+}
+
+/// `temper sandbox bench`.
+#[derive(Debug, Args)]
+pub struct SandboxBenchArgs {
+    /// Runs per measured workload.
+    #[arg(long, default_value_t = 200)]
+    pub runs: usize,
+    /// Idle sessions to hold at once.
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/sandbox.json")]
+    pub output: PathBuf,
 }
 
 /// `temper verify ...`.

@@ -31,9 +31,10 @@ pub fn detect() -> Result<Layout, String> {
         let parent = format!("{ROOT}/{GROUP}");
         mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
         // Enable the controllers for the slots below, in the root and in our parent.
-        for dir in [ROOT.to_owned(), parent] {
+        for dir in [ROOT.to_owned(), parent.clone()] {
             let _ = fs::write(format!("{dir}/cgroup.subtree_control"), "+memory +pids +cpu");
         }
+        sweep(&parent, None);
         return Ok(Layout::V2);
     }
     let hybrid = ["memory", "pids", "cpu", "unified"]
@@ -44,11 +45,40 @@ pub fn detect() -> Result<Layout, String> {
             let parent = format!("{ROOT}/{d}/{GROUP}");
             mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
         }
+        let unified = format!("{ROOT}/unified/{GROUP}");
+        for d in ["unified", "memory", "pids", "cpu"] {
+            sweep(&format!("{ROOT}/{d}/{GROUP}"), Some(&unified));
+        }
         return Ok(Layout::Hybrid);
     }
     Err(format!(
         "no usable cgroups under {ROOT}: need cgroup v2 with memory, pids and cpu, or v1 with a v2 `unified` hierarchy"
     ))
+}
+
+/// Removes slot groups left by supervisors that died (their pid, in the group's name, is gone).
+fn sweep(parent: &str, unified: Option<&str>) {
+    let Ok(entries) = fs::read_dir(parent) else { return };
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("slot-").and_then(|r| r.split('-').next()) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Some(unified) = unified {
+            let _ = fs::write(format!("{unified}/{name}/cgroup.kill"), "1");
+        } else {
+            let _ = fs::write(entry.path().join("cgroup.kill"), "1");
+        }
+        for _ in 0..100 {
+            if fs::remove_dir(entry.path()).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 fn mkdir(path: &str) -> io::Result<()> {

@@ -40,6 +40,8 @@ pub struct SandboxConfig {
     pub pool_size: usize,
     /// Slots built at once by the pool.
     pub pool_builders: usize,
+    /// Runs a slot serves (reset to a fresh state between them) before it is rebuilt.
+    pub max_runs_per_slot: u32,
     /// Interpreters and compilers.
     pub python: String,
     /// Bash.
@@ -52,7 +54,11 @@ pub struct SandboxConfig {
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        // The small helper binary next to this executable starts faster than a large one that
+        // contains the helper too (the `temper` binary); either works.
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        let sibling = exe.with_file_name("temper-sandbox-slot");
+        let helper = if sibling.is_file() { sibling } else { exe };
         let mut ro_binds = vec!["/usr".to_owned()];
         let mut symlinks = Vec::new();
         for dir in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
@@ -88,6 +94,7 @@ impl Default for SandboxConfig {
             fsize: 64 << 20,
             pool_size: 8,
             pool_builders: 2,
+            max_runs_per_slot: 64,
             python: "/usr/bin/python3".into(),
             bash: "/bin/bash".into(),
             cc: "/usr/bin/gcc".into(),

@@ -19,6 +19,7 @@ mod chan;
 pub mod config;
 pub mod isolation;
 mod runner;
+pub mod server;
 mod slot;
 mod unsandboxed;
 pub mod wire;

@@ -70,6 +70,8 @@ struct Inner {
     refill: tokio::sync::Notify,
     cold_starts: AtomicU64,
     warm_starts: AtomicU64,
+    /// Slots being destroyed in the background; `shutdown` waits for them.
+    retiring: Mutex<tokio::task::JoinSet<()>>,
 }
 
 /// The sandbox: isolated execution of untrusted programs (see the crate documentation).
@@ -103,6 +105,15 @@ impl Sandbox {
             ));
         }
         let layout = cgroup::detect().map_err(SandboxError::Unavailable)?;
+        // Each slot holds descriptors in this process; allow as many as the hard limit permits.
+        if let Ok(limit) =
+            rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.ok_or(())
+        {
+            let _ = rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit { current: Some(limit), maximum: Some(limit) },
+            );
+        }
         let inner = Arc::new(Inner {
             cfg,
             layout,
@@ -112,6 +123,7 @@ impl Sandbox {
             refill: tokio::sync::Notify::new(),
             cold_starts: AtomicU64::new(0),
             warm_starts: AtomicU64::new(0),
+            retiring: Mutex::new(tokio::task::JoinSet::new()),
         });
         let probe = Self::build(&inner).await?;
         inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(probe);
@@ -144,6 +156,12 @@ impl Sandbox {
         self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// A slot built now, bypassing the pool (a cold start).
+    pub async fn fresh_slot(&self) -> Result<Slot, SlotError> {
+        self.inner.cold_starts.fetch_add(1, Ordering::Relaxed);
+        Self::build(&self.inner).await
+    }
+
     /// A fresh slot: a warm one when the pool has one, else built now.
     pub async fn slot(&self) -> Result<Slot, SlotError> {
         loop {
@@ -155,7 +173,7 @@ impl Sandbox {
                         self.inner.warm_starts.fetch_add(1, Ordering::Relaxed);
                         return Ok(slot);
                     }
-                    tokio::spawn(slot.destroy());
+                    self.retire(slot);
                 }
                 None => {
                     self.inner.cold_starts.fetch_add(1, Ordering::Relaxed);
@@ -170,7 +188,58 @@ impl Sandbox {
         cgroup::SlotGroups::prefix(self.inner.instance)
     }
 
-    /// Stops the pool and destroys the warm slots. Runs already started finish normally.
+    /// Destroys `slot` in the background (off the request path); `shutdown` waits for it.
+    pub fn retire(&self, slot: Slot) {
+        let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget the ones already finished so the set does not grow.
+        while retiring.try_join_next().is_some() {}
+        retiring.spawn(slot.destroy());
+    }
+
+    /// Returns a slot after a run: reset in the background and put back in the pool while it has
+    /// served fewer than `max_runs_per_slot` runs and the pool has room; destroyed otherwise.
+    pub fn recycle(&self, slot: Slot) {
+        let inner = Arc::clone(&self.inner);
+        let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
+        while retiring.try_join_next().is_some() {}
+        retiring.spawn(async move {
+            let mut slot = slot;
+            let room =
+                || inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.cfg.pool_size;
+            let reusable = !inner.closed.load(Ordering::Relaxed)
+                && slot.runs() < inner.cfg.max_runs_per_slot
+                && room()
+                && slot.is_usable()
+                && slot.reset().await.is_ok();
+            if reusable && room() && !inner.closed.load(Ordering::Relaxed) {
+                inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(slot);
+            } else {
+                slot.destroy().await;
+            }
+        });
+    }
+
+    /// Waits (up to `limit`) until no slot is being reset or destroyed and the pool is full: a
+    /// quiet machine, for measurements.
+    pub async fn settle(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let busy = {
+                let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
+                while retiring.try_join_next().is_some() {}
+                !retiring.is_empty()
+            };
+            if (!busy && self.ready() >= self.inner.cfg.pool_size)
+                || std::time::Instant::now() > deadline
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the pool, destroys the warm slots and waits for every slot being destroyed. Runs
+    /// already started finish normally.
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Relaxed);
         let slots: Vec<Slot> =
@@ -178,6 +247,9 @@ impl Sandbox {
         for slot in slots {
             slot.destroy().await;
         }
+        let mut retiring =
+            std::mem::take(&mut *self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner()));
+        while retiring.join_next().await.is_some() {}
     }
 
     fn group_limits(&self, memory_mb: u64) -> GroupLimits {
@@ -277,8 +349,61 @@ impl Sandbox {
         }
         .await
         .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
-        tokio::spawn(slot.destroy());
+        self.recycle(slot);
         result
+    }
+
+    /// Like [`Sandbox::run`], with extra files written under `/work` first.
+    pub async fn run_with_files(
+        &self,
+        request: &RunRequest,
+        files: &std::collections::BTreeMap<String, String>,
+    ) -> RunResult {
+        let slot = match self.slot().await {
+            Ok(slot) => slot,
+            Err(e) => return RunResult::internal_error(e.to_string()),
+        };
+        let result = async {
+            for (path, content) in files {
+                slot.write_file(path, content.as_bytes().to_vec(), 0o644).await?;
+            }
+            if let Some(compile_error) =
+                self.prepare(&slot, request.language, &request.code).await?
+            {
+                return Ok(compile_error);
+            }
+            self.run_in(&slot, request.language, &request.stdin, request.limits).await
+        }
+        .await
+        .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
+        self.recycle(slot);
+        result
+    }
+
+    /// Runs a shell command in a session's slot (`bash -c command` in `/work`).
+    pub async fn exec_command(
+        &self,
+        slot: &Slot,
+        command: &str,
+        stdin: &str,
+        limits: Limits,
+    ) -> RunResult {
+        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
+        let run = async {
+            slot.set_limits(self.group_limits(memory_mb))?;
+            slot.reset_peak();
+            let argv = vec![self.inner.cfg.bash.clone(), "-c".into(), command.to_owned()];
+            let out = slot
+                .exec(
+                    self.exec(argv, time_ms),
+                    stdin.as_bytes().to_vec(),
+                    Duration::from_millis(time_ms),
+                    output,
+                )
+                .await?;
+            Ok::<_, SlotError>(to_result(out, time_ms, slot.peak_kb()))
+        };
+        run.await.unwrap_or_else(|e| RunResult::internal_error(e.to_string()))
     }
 
     /// Compiles once and runs every test in one slot (each run a fresh process).
@@ -311,7 +436,7 @@ impl Sandbox {
             Ok(outcomes)
         }
         .await;
-        tokio::spawn(slot.destroy());
+        self.recycle(slot);
         outcome
     }
 }

@@ -4,7 +4,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
@@ -77,6 +77,12 @@ pub struct Slot {
     busy: tokio::sync::Mutex<()>,
     broken: AtomicBool,
     created: Instant,
+    /// Runs since the slot was built.
+    runs: std::sync::atomic::AtomicU32,
+    /// OOM kills counted by the cgroup before the current exec.
+    oom_seen: AtomicU64,
+    /// The limits last written to the cgroups, to skip rewriting them.
+    limits: std::sync::Mutex<Option<GroupLimits>>,
 }
 
 impl Slot {
@@ -136,9 +142,17 @@ impl Slot {
             busy: tokio::sync::Mutex::new(()),
             broken: AtomicBool::new(false),
             created: Instant::now(),
+            runs: std::sync::atomic::AtomicU32::new(0),
+            oom_seen: AtomicU64::new(0),
+            limits: std::sync::Mutex::new(Some(limits)),
         };
         match tokio::time::timeout(SETUP_TIMEOUT, slot.handshake(cfg)).await {
-            Ok(Ok(())) => Ok(slot),
+            Ok(Ok(())) => {
+                // The helper writes to stderr only when setup fails; holding the pipe for the
+                // slot's life would cost a descriptor per idle session.
+                drop(slot.helper.stderr.take());
+                Ok(slot)
+            }
             Ok(Err(e)) => Err(slot.fail(e).await),
             Err(_) => Err(slot
                 .fail(SlotError::Setup("the helper did not finish within 10 s".into()))
@@ -172,14 +186,18 @@ impl Slot {
             .add(pid)
             .map_err(|e| SlotError::Setup(format!("join the slot's cgroups: {e}")))?;
         self.send(&ToSlot::MapsDone, &[]).await?;
-        loop {
+        // S announces init and init announces readiness; two processes, so either may come
+        // first. Both must arrive before the slot takes requests.
+        let (mut init, mut ready) = (false, false);
+        while !(init && ready) {
             match self.recv().await? {
-                FromSlot::Init { .. } => {}
-                FromSlot::Ready => return Ok(()),
+                FromSlot::Init { .. } => init = true,
+                FromSlot::Ready => ready = true,
                 FromSlot::SetupFailed { message } => return Err(SlotError::Setup(message)),
                 other => return Err(SlotError::Setup(format!("unexpected {other:?}"))),
             }
         }
+        Ok(())
     }
 
     /// Ends a slot that failed during setup, adding the helper's own words to the error.
@@ -242,11 +260,40 @@ impl Slot {
         self.created.elapsed()
     }
 
-    /// Sets the memory and process limits for the next execs.
+    /// Sets the memory and process limits for the next execs (only writing what changed).
     pub fn set_limits(&self, limits: GroupLimits) -> Result<(), SlotError> {
+        let mut current = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        if *current == Some(limits) {
+            return Ok(());
+        }
+        *current = None;
         self.groups()
             .set_limits(limits)
-            .map_err(|e| SlotError::Broken(format!("cgroup limits: {e}")))
+            .map_err(|e| SlotError::Broken(format!("cgroup limits: {e}")))?;
+        *current = Some(limits);
+        Ok(())
+    }
+
+    /// Runs since the slot was built.
+    pub fn runs(&self) -> u32 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// Makes the slot fresh for another run (see `ToSlot::Reset`); on failure the slot is
+    /// broken and must be destroyed.
+    pub async fn reset(&self) -> Result<(), SlotError> {
+        let _busy = self.busy.lock().await;
+        self.send(&ToSlot::Reset, &[]).await?;
+        match self.recv().await {
+            Ok(FromSlot::ResetDone { error: None }) => {
+                self.groups().reset_peak();
+                Ok(())
+            }
+            other => {
+                self.broken.store(true, Ordering::Relaxed);
+                Err(SlotError::Broken(format!("reset failed: {other:?}")))
+            }
+        }
     }
 
     /// Starts peak-memory accounting afresh (where the kernel allows it).
@@ -272,7 +319,7 @@ impl Slot {
         if self.broken.load(Ordering::Relaxed) {
             return Err(SlotError::Broken("the slot is broken".into()));
         }
-        let oom_before = self.groups().oom_kills();
+        self.runs.fetch_add(1, Ordering::Relaxed);
         let pipe = || {
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                 .map_err(|e| broken(io::Error::from(e)))
@@ -363,7 +410,10 @@ impl Slot {
             stderr: err,
             output_over: output_over || out_over || err_over,
             timed_out,
-            memory_limit: self.groups().oom_kills() > oom_before,
+            memory_limit: {
+                let now = self.groups().oom_kills();
+                now > self.oom_seen.swap(now, Ordering::Relaxed)
+            },
             wall: wall_time,
         })
     }

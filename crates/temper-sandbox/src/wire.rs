@@ -30,6 +30,9 @@ pub enum ToSlot {
     Exec(Exec),
     /// Kill every process of the slot except its init.
     Kill,
+    /// Make the slot fresh for another run: kill every process, replace `/work`, `/tmp` and
+    /// `/dev/shm` with empty filesystems, and enter a new IPC namespace.
+    Reset,
     /// Write a file under `/work`; one descriptor (a pipe to read `size` bytes from) travels.
     WriteFile {
         /// Path relative to `/work`.
@@ -95,6 +98,11 @@ pub enum FromSlot {
         max_rss_kb: u64,
         /// The program could not be started (not found, ...).
         spawn_error: Option<String>,
+    },
+    /// A reset ended.
+    ResetDone {
+        /// What went wrong (the slot must then be destroyed).
+        error: Option<String>,
     },
     /// A file request ended.
     FileDone {

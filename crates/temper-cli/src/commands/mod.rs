@@ -2,6 +2,8 @@
 
 mod envs;
 mod eval;
+mod sandbox;
+mod sandbox_bench;
 mod verify;
 
 use crate::args::Command;
@@ -12,5 +14,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(*args).await,
         Command::Envs => envs::run(),
         Command::Verify(command) => verify::run(command),
+        Command::Sandbox(command) => sandbox::run(command).await,
     }
 }

@@ -141,6 +141,12 @@ fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
         .map_err(rx("pdeathsig"))?;
     build_root(spec)?;
     let filters = seccomp::filters()?;
+    // Programs can never gain a capability through exec: the bounding set is emptied once here
+    // (init keeps the capabilities it has, which it needs for resets).
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP on this process; unknown capabilities give EINVAL, ignored.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
     chan::send(sock.as_fd(), &FromSlot::Ready, &[]).map_err(os("send"))?;
     serve(sock, spec, &filters);
     Ok(())
@@ -308,6 +314,7 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
                 kill_all();
                 continue;
             }
+            ToSlot::Reset => FromSlot::ResetDone { error: reset(spec).err() },
             ToSlot::WriteFile { path, size, mode } => {
                 file_reply(write_file(&path, size, mode, fds))
             }
@@ -319,6 +326,25 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
         }
     }
     kill_all();
+}
+
+/// A fresh start inside the same namespaces: no process left, empty writable filesystems, a new
+/// IPC namespace (System V objects and POSIX message queues do not outlive a run).
+fn reset(spec: &SlotSpec) -> Result<()> {
+    kill_all();
+    for (dir, size, mode) in [
+        ("/work", spec.work_mb, "0755"),
+        ("/tmp", spec.tmp_mb, "1777"),
+        ("/dev/shm", spec.tmp_mb, "1777"),
+    ] {
+        rustix::mount::unmount(dir, UnmountFlags::DETACH).map_err(rx(&format!("unmount {dir}")))?;
+        tmpfs(dir, size, mode, MountFlags::NOSUID | MountFlags::NODEV)?;
+    }
+    let inner = Some(rustix::fs::Uid::from_raw(spec.inner_uid));
+    rustix::fs::chown("/work", inner, Some(rustix::fs::Gid::from_raw(spec.inner_uid)))
+        .map_err(rx("chown /work"))?;
+    // SAFETY: init is single-threaded; a new IPC namespace affects only it and later children.
+    check("unshare(ipc)", unsafe { libc::unshare(libc::CLONE_NEWIPC) })
 }
 
 fn file_reply(r: Result<u64>) -> FromSlot {
@@ -544,10 +570,6 @@ fn exec_child(
     limit(rustix::process::Resource::Fsize, exec.fsize, exec.fsize)?;
     // The program, not init, is what the OOM killer should take.
     fs::write("/proc/self/oom_score_adj", b"1000").map_err(os("oom_score_adj"))?;
-    for cap in 0..64 {
-        // SAFETY: PR_CAPBSET_DROP on this process; unknown capabilities give EINVAL, ignored.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-    }
     let uid = spec.inner_uid;
     // Supplementary groups were cleared before the user namespace (where setgroups is denied).
     let gid = rustix::process::Gid::from_raw(uid);

@@ -136,3 +136,45 @@ async fn concurrent_runs_are_isolated_from_each_other() {
     }
     assert_clean(&sb).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_slot_starts_fresh() {
+    // A slot is reused run after run, reset in between: nothing of a run may reach the next.
+    let sb = sandbox().await;
+    let slot = sb.slot().await.expect("slot");
+    let first = r#"
+import ctypes, os, subprocess
+open("/work/left", "w").write("x"); open("/tmp/left", "w").write("x"); open("/dev/shm/left", "w").write("x")
+libc = ctypes.CDLL(None)
+print("shmget", libc.shmget(0, 4096, 0o1000 | 0o600) >= 0)
+subprocess.Popen(["sleep", "1000"])
+"#;
+    let second = r#"
+import os
+print(sorted(os.listdir("/work")), os.listdir("/tmp"), os.listdir("/dev/shm"))
+print("shm segments", len(open("/proc/sysvipc/shm").read().splitlines()) - 1)
+print("processes", len([p for p in os.listdir("/proc") if p.isdigit()]))
+"#;
+    let python = |code: &str| {
+        let sb = sb.clone();
+        let code = code.to_owned();
+        let slot = &slot;
+        async move {
+            slot.write_file("main.py", code.into_bytes(), 0o644).await.expect("write");
+            let exec = sb.exec_request(vec!["/usr/bin/python3".into(), "main.py".into()], 5_000);
+            slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("exec")
+        }
+    };
+    let a = python(first).await;
+    assert_eq!(String::from_utf8_lossy(&a.stdout), "shmget True\n", "{a:?}");
+    slot.reset().await.expect("reset");
+    let b = python(second).await;
+    assert_eq!(
+        String::from_utf8_lossy(&b.stdout),
+        "['main.py'] [] []\nshm segments 0\nprocesses 2\n",
+        "{b:?}"
+    );
+    assert_eq!(slot.runs(), 2);
+    sb.retire(slot);
+    assert_clean(&sb).await;
+}

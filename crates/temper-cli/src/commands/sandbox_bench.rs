@@ -1,0 +1,419 @@
+//! `temper sandbox bench`: start-up latency and throughput of the sandbox, side by side with
+//! bubblewrap (`bwrap`) on the same workloads, in one run. Prints a table and writes JSON.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use temper_sandbox::{Sandbox, SandboxConfig, Slot};
+
+use crate::args::SandboxBenchArgs;
+
+const PYTHON: &str = "/usr/bin/python3";
+/// Where the benchmark's own programs are bound read-only inside every sandbox.
+const BENCH_DIR: &str = "/opt/temper-bench";
+/// The trivial program: `int main(void) { return 0; }`, compiled static on the host.
+const TRIVIAL: &str = "/opt/temper-bench/trivial";
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn summary(mut ms: Vec<f64>) -> Value {
+    ms.sort_by(f64::total_cmp);
+    json!({"p50_ms": percentile(&ms, 0.5), "p99_ms": percentile(&ms, 0.99), "n": ms.len()})
+}
+
+fn argv(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Builds the trivial program on the host (static, so its start costs no dynamic linking).
+fn build_trivial(dir: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let src = dir.join("trivial.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n")?;
+    let status = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(dir.join("trivial"))
+        .arg(&src)
+        .status()?;
+    anyhow::ensure!(status.success(), "gcc could not build the trivial program");
+    Ok(std::fs::read(dir.join("trivial"))?)
+}
+
+/// The trivial program is bound in from the host, so nothing needs staging.
+async fn stage(_slot: &Slot, _trivial: &[u8]) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// One exec on a slot, checked to have exited 0.
+async fn exec_ok(sb: &Sandbox, slot: &Slot, command: &[&str]) -> anyhow::Result<()> {
+    let out = slot
+        .exec(sb.exec_request(argv(command), 10_000), Vec::new(), Duration::from_secs(10), 1 << 16)
+        .await?;
+    anyhow::ensure!(out.code == Some(0), "{command:?} did not exit 0: {out:?}");
+    Ok(())
+}
+
+/// Latency of `command` on slots that are already built (warm) or built on the spot (cold),
+/// measured on a quiet machine: the pool is full and nothing is being reset or destroyed.
+async fn latency(
+    sb: &Sandbox,
+    trivial: &[u8],
+    command: &[&str],
+    runs: usize,
+    warm: bool,
+) -> anyhow::Result<Value> {
+    let mut ms = Vec::with_capacity(runs);
+    let mut used = Vec::with_capacity(runs);
+    if warm {
+        let mut slots = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let slot = sb.slot().await?;
+            stage(&slot, trivial).await?;
+            slots.push(slot);
+        }
+        sb.settle(Duration::from_secs(60)).await;
+        for slot in slots {
+            let start = Instant::now();
+            exec_ok(sb, &slot, command).await?;
+            ms.push(start.elapsed().as_secs_f64() * 1e3);
+            used.push(slot);
+        }
+    } else {
+        sb.settle(Duration::from_secs(60)).await;
+        for _ in 0..runs {
+            let start = Instant::now();
+            let slot = sb.fresh_slot().await?;
+            if command[0] == TRIVIAL {
+                stage(&slot, trivial).await?;
+            }
+            exec_ok(sb, &slot, command).await?;
+            ms.push(start.elapsed().as_secs_f64() * 1e3);
+            used.push(slot);
+        }
+    }
+    for slot in used {
+        sb.retire(slot);
+    }
+    Ok(summary(ms))
+}
+
+/// The same program started with no isolation at all (fork and exec), for reference.
+fn bare_latency(dir: &std::path::Path, command: &[&str], runs: usize) -> anyhow::Result<Value> {
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let program = if command[0] == TRIVIAL { dir.join("trivial") } else { command[0].into() };
+        let status = Command::new(program).args(&command[1..]).stdin(Stdio::null()).status()?;
+        anyhow::ensure!(status.success(), "{command:?} failed");
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(summary(ms))
+}
+
+/// Runs per second at `concurrency`, each run taking a slot from the pool and handing it back
+/// (reset to a fresh state in the background, or rebuilt after `max_runs_per_slot` runs).
+async fn throughput(
+    sb: &Sandbox,
+    trivial: &Arc<Vec<u8>>,
+    command: &'static [&'static str],
+    runs: usize,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let start = Instant::now();
+    let workers = (0..concurrency).map(|_| {
+        let (sb, next, trivial) = (sb.clone(), Arc::clone(&next), Arc::clone(trivial));
+        tokio::spawn(async move {
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < runs {
+                let slot = sb.slot().await?;
+                // Each run brings its program, as a real run brings its code.
+                if command[0] == TRIVIAL {
+                    stage(&slot, &trivial).await?;
+                }
+                exec_ok(&sb, &slot, command).await?;
+                sb.recycle(slot);
+            }
+            anyhow::Ok(())
+        })
+    });
+    for w in futures_join(workers.collect()).await {
+        w??;
+    }
+    Ok(runs as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn futures_join<T>(
+    handles: Vec<tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await);
+    }
+    out
+}
+
+fn bwrap_command(dir: &std::path::Path, command: &[&str]) -> Command {
+    let mut c = Command::new("bwrap");
+    c.args(["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"])
+        .args(["--uid", "1000", "--gid", "1000", "--ro-bind", "/usr", "/usr"])
+        .args([
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+        ])
+        .args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/work"])
+        .arg("--ro-bind")
+        .arg(dir)
+        .arg(BENCH_DIR)
+        .args(["--chdir", "/work"])
+        .args(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+fn bwrap_once(dir: &std::path::Path, command: &[&str]) -> anyhow::Result<()> {
+    let status = bwrap_command(dir, command).status().context("run bwrap")?;
+    anyhow::ensure!(status.success(), "bwrap {command:?} failed: {status}");
+    Ok(())
+}
+
+fn bwrap_latency(dir: &std::path::Path, command: &[&str], runs: usize) -> anyhow::Result<Value> {
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        bwrap_once(dir, command)?;
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(summary(ms))
+}
+
+fn bwrap_throughput(
+    dir: &std::path::Path,
+    command: &'static [&'static str],
+    runs: usize,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..concurrency)
+            .map(|_| {
+                let next = Arc::clone(&next);
+                s.spawn(move || {
+                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < runs {
+                        bwrap_once(dir, command)?;
+                    }
+                    anyhow::Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a bench thread panicked"))?)
+    })?;
+    Ok(runs as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Holds `n` idle slots at once, then checks that each still runs a command correctly.
+async fn sessions(sb: &Sandbox, n: usize) -> anyhow::Result<Value> {
+    let start = Instant::now();
+    let mut slots = Vec::with_capacity(n);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let sb = sb.clone();
+        set.spawn(async move { sb.fresh_slot().await });
+        while set.len() >= 16 {
+            if let Some(r) = set.join_next().await {
+                slots.push(r??);
+            }
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        slots.push(r??);
+    }
+    let built_s = start.elapsed().as_secs_f64();
+    let rss_kb = host_rss_kb(sb);
+    let slots = Arc::new(slots);
+    let mut correct = 0;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let (sb, slots) = (sb.clone(), Arc::clone(&slots));
+        set.spawn(async move {
+            let exec = sb.exec_request(argv(&["/bin/sh", "-c", &format!("echo {i}")]), 5_000);
+            let out = slots[i].exec(exec, Vec::new(), Duration::from_secs(10), 1 << 10).await;
+            out.is_ok_and(|o| o.code == Some(0) && o.stdout == format!("{i}\n").into_bytes())
+        });
+        while set.len() >= 32 {
+            correct += usize::from(set.join_next().await.is_some_and(|r| r.unwrap_or(false)));
+        }
+    }
+    while let Some(r) = set.join_next().await {
+        correct += usize::from(r.unwrap_or(false));
+    }
+    let slots = Arc::try_unwrap(slots).map_err(|_| anyhow::anyhow!("slots still shared"))?;
+    for slot in slots {
+        sb.retire(slot);
+    }
+    Ok(
+        json!({"held": n, "executed_correctly": correct, "build_s": built_s, "helper_pss_mb": rss_kb as f64 / 1024.0}),
+    )
+}
+
+/// Proportional set size (shared pages split between sharers) of every process running as the
+/// sandbox's host uids: what the sessions really cost.
+fn host_rss_kb(sb: &Sandbox) -> u64 {
+    let uids = [sb.config().host_root_uid.to_string(), sb.config().host_user_uid.to_string()];
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+                .filter(|s| {
+                    s.lines().any(|l| {
+                        l.starts_with("Uid:")
+                            && uids.iter().any(|u| l.split_whitespace().nth(1) == Some(u))
+                    })
+                })
+                .filter_map(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
+    let runs = args.runs.max(10);
+    // A folder bound at the same path inside every sandbox, holding the trivial program.
+    std::fs::create_dir_all(BENCH_DIR).with_context(|| format!("cannot create {BENCH_DIR}"))?;
+    let dir = std::path::Path::new(BENCH_DIR);
+    let binary = Arc::new(build_trivial(dir)?);
+    let mut cfg = SandboxConfig { pool_size: 64, pool_builders: 2, ..SandboxConfig::default() };
+    cfg.ro_binds.push(BENCH_DIR.to_owned());
+    let sb = Sandbox::new(cfg).await.context("cannot start the sandbox")?;
+    let has_bwrap =
+        Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success());
+    eprintln!(
+        "measuring ({runs} runs per workload{})...",
+        if has_bwrap { ", with bwrap" } else { ", bwrap not found" }
+    );
+
+    let trivial: &'static [&'static str] = &[TRIVIAL];
+    let python: &'static [&'static str] = &[PYTHON, "-c", "pass"];
+    let mut report = json!({"runs": runs, "trivial": "int main(void) { return 0; } (static)", "python": "python3 -c pass"});
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let fmt = |v: &Value| {
+        format!(
+            "{:.2} / {:.2}",
+            v["p50_ms"].as_f64().unwrap_or(f64::NAN),
+            v["p99_ms"].as_f64().unwrap_or(f64::NAN)
+        )
+    };
+
+    for (name, command) in [("trivial", trivial), ("python", python)] {
+        let warm = latency(&sb, &binary, command, runs, true).await?;
+        let cold = latency(&sb, &binary, command, runs / 2, false).await?;
+        let bw = if has_bwrap { Some(bwrap_latency(dir, command, runs / 2)?) } else { None };
+        let bare = bare_latency(dir, command, runs / 2)?;
+        rows.push((
+            format!("{name} start-to-exit, warm (p50 / p99 ms)"),
+            fmt(&warm),
+            bw.as_ref().map_or("-".into(), fmt),
+            fmt(&bare),
+        ));
+        rows.push((
+            format!("{name} start-to-exit, cold (p50 / p99 ms)"),
+            fmt(&cold),
+            "".into(),
+            "".into(),
+        ));
+        report[name] = json!({"warm": warm, "cold": cold, "bwrap": bw, "bare": bare});
+    }
+    for concurrency in [1usize, 2, 16, 64] {
+        sb.settle(Duration::from_secs(60)).await;
+        let t = throughput(&sb, &binary, trivial, runs * 5, concurrency).await?;
+        let b = if has_bwrap {
+            Some(bwrap_throughput(dir, trivial, runs * 5, concurrency)?)
+        } else {
+            None
+        };
+        rows.push((
+            format!("trivial runs/s at concurrency {concurrency}"),
+            format!("{t:.0}"),
+            b.map_or("-".into(), |b| format!("{b:.0}")),
+            "".into(),
+        ));
+        report["throughput"][concurrency.to_string()] = json!({"temper": t, "bwrap": b});
+    }
+    sb.settle(Duration::from_secs(60)).await;
+    let py = throughput(&sb, &binary, python, runs, 16).await?;
+    let bpy = if has_bwrap { Some(bwrap_throughput(dir, python, runs, 16)?) } else { None };
+    rows.push((
+        "python runs/s at concurrency 16".into(),
+        format!("{py:.0}"),
+        bpy.map_or("-".into(), |b| format!("{b:.0}")),
+        "".into(),
+    ));
+    report["throughput"]["python_16"] = json!({"temper": py, "bwrap": bpy});
+
+    let session_slot = sb.slot().await?;
+    stage(&session_slot, &binary).await?;
+    sb.settle(Duration::from_secs(60)).await;
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        exec_ok(&sb, &session_slot, trivial).await?;
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    sb.retire(session_slot);
+    let session = summary(ms);
+    rows.push(("session exec, trivial (p50 / p99 ms)".into(), fmt(&session), "".into(), "".into()));
+    report["session_exec"] = session;
+
+    let held = sessions(&sb, args.sessions).await?;
+    rows.push((
+        format!(
+            "idle sessions held ({} built in {:.1} s, {:.0} MiB)",
+            args.sessions,
+            held["build_s"].as_f64().unwrap_or(0.0),
+            held["helper_pss_mb"].as_f64().unwrap_or(0.0)
+        ),
+        format!("{} ran correctly", held["executed_correctly"]),
+        "".into(),
+        "".into(),
+    ));
+    report["sessions"] = held;
+    let (warm, cold) = sb.starts();
+    report["slot_starts"] = json!({"warm": warm, "cold": cold});
+    sb.shutdown().await;
+
+    println!("{:<60} {:>18} {:>18} {:>18}", "workload", "temper", "bwrap", "no isolation");
+    for (name, t, b, bare) in &rows {
+        println!("{name:<60} {t:>18} {b:>18} {bare:>18}");
+    }
+    if let Some(parent) = args.output.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(&args.output, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    println!("\nwrote {}", args.output.display());
+    Ok(())
+}
