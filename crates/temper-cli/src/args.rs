@@ -244,9 +244,14 @@ pub struct EvalArgs {
     #[arg(long, value_name = "VAR")]
     pub judge_api_key_var: Option<String>,
 
-    /// Run model-written code (code environments, `script` rewards, the python tool) as plain
-    /// processes of this user, with no isolation, and let external environments start their
-    /// process. Only for code you trust.
+    /// A sandbox server (`temper sandbox serve`) to run model-written code in, instead of a local
+    /// sandbox.
+    #[arg(long, value_name = "URL")]
+    pub sandbox: Option<String>,
+
+    /// When the local sandbox cannot start (it needs root), run model-written code (code
+    /// environments, `script` rewards, the python tool) as plain processes of this user, with no
+    /// isolation; also let external environments start their process. Only for code you trust.
     #[arg(long)]
     pub allow_unsandboxed_code: bool,
 }

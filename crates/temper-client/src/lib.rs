@@ -5,8 +5,12 @@
 //! connections — with exponential backoff, honouring `Retry-After`; any other error is returned
 //! at once. [`Limited`] caps the number of requests in flight across every clone that shares it.
 //!
+//! [`sandbox::SandboxClient`] is the `CodeRunner` of a remote `temper sandbox serve`.
+//!
 //! This crate knows HTTP and the OpenAI JSON shapes; it knows nothing about environments beyond
 //! the `ChatModel` trait, nor about tokenizers or training.
+
+pub mod sandbox;
 
 use std::sync::Arc;
 use std::time::Duration;

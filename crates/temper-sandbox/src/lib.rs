@@ -1,18 +1,47 @@
 //! Running untrusted code. This is the only crate of temper that executes code written by a
-//! model.
+//! model, and its `isolation` module is the only place in temper with `unsafe` code.
 //!
-//! Today it holds one runner, [`Unsandboxed`], which runs programs as ordinary child processes of
-//! the current user. **It isolates nothing**: a program it runs can read and write the user's
-//! files, use the network and signal other processes. It exists so that code environments and
-//! `script` rewards can be tested, and used on code you trust, before the isolated runner
-//! (namespaces, seccomp, cgroups, a warm pool) lands here. It reports `is_sandboxed() == false`,
-//! and `temper` uses it only when asked with `--allow-unsandboxed-code`.
+//! # Threat model
 //!
-//! What it does enforce: a wall-clock limit, CPU-time and address-space limits through the
-//! shell's `ulimit`, a cap on each output stream, a fresh temporary working directory per run
-//! that is removed afterwards, and the end of the program's process group when the run ends,
-//! however it ends (a caller that drops the run kills the group too). A process that leaves the
-//! group (`setsid`) escapes; the sandbox proper closes that gap with cgroups.
+//! Enforced, for every program run by [`Sandbox`]:
+//! - no access to host files except the read-only runtime (`/usr` and a few `/etc` files,
+//!   [`SandboxConfig::ro_binds`]); `/work`, `/tmp` and `/dev/shm` are fresh size-capped tmpfs
+//!   mounts for each run (a reused slot is reset between runs);
+//! - its own user, PID, mount, network (empty: no interface is up), IPC, UTS and cgroup
+//!   namespaces; inside, the program runs as an unprivileged uid mapped to an unprivileged host
+//!   uid, with every capability dropped, an empty bounding set and no new privileges;
+//! - seccomp filters refusing mount, namespace, tracing, keyring, io_uring, BPF, perf,
+//!   userfaultfd, module, time and host-changing syscalls (`EPERM`), the x32 ABI, and `clone3`
+//!   (`ENOSYS`, so `clone`'s flags can be checked);
+//! - limits: wall-clock (the supervisor kills), CPU time and open files and file size (rlimits),
+//!   memory (no swap), processes and CPU share (cgroups), bytes of each output stream;
+//! - when a run ends every process it started is killed, double-forked daemons and `setsid`
+//!   children included (its PID namespace's init kills them all, and the cgroup is killed when a
+//!   slot is destroyed); a slot whose supervisor dies dies with it (parent-death signals);
+//! - the supervisor never follows a path the program could have changed: file transfers are
+//!   resolved beneath `/work` with symbolic links refused (`openat2`).
+//!
+//! Not enforced: side channels (timing, cache), kernel vulnerabilities, and fairness between
+//! concurrent runs beyond their configured limits.
+//!
+//! Isolation fails closed: when a slot cannot be built, the result is `internal_error` with the
+//! reason, never an unsandboxed run. The sandbox needs root on the host (to map user namespaces
+//! and manage cgroups); both cgroup v2 and the hybrid v1 layout with a v2 `unified` hierarchy are
+//! supported.
+//!
+//! # Shape
+//!
+//! A *slot* ([`Slot`]) is one isolated sandbox: a small helper process that built the
+//! namespaces and its init (PID 1 inside), with its cgroups. [`Sandbox`] keeps a pool of warm
+//! slots, takes one per run, and afterwards resets it (fresh filesystems, a new IPC namespace, no
+//! process left) for reuse, up to [`SandboxConfig::max_runs_per_slot`] runs. It implements
+//! `CodeRunner` (compiling C and C++ once per `run_tests`). [`server`] serves it over HTTP with
+//! sessions (`temper sandbox serve`).
+//!
+//! [`Unsandboxed`] runs programs as plain child processes and **isolates nothing**: a program it
+//! runs can read and write the user's files, use the network and signal other processes. It is
+//! for tests and for trusted code on hosts where the sandbox cannot run (`temper eval
+//! --allow-unsandboxed-code`), and reports `is_sandboxed() == false`.
 
 mod cgroup;
 mod chan;

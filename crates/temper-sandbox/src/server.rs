@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -116,6 +117,11 @@ impl IntoResponse for ApiError {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// A JSON body whose errors take the API's error shape.
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
+    parsed.map(|Json(v)| v).map_err(|e| ApiError::new(e.status(), "bad_request", e.body_text()))
+}
 
 /// The router, for serving or for tests.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -247,8 +253,9 @@ struct RunBody {
 
 async fn run(
     State(state): State<Arc<AppState>>,
-    Json(body): Json<RunBody>,
+    parsed: Result<Json<RunBody>, JsonRejection>,
 ) -> ApiResult<Json<RunResult>> {
+    let body = body(parsed)?;
     for path in body.files.keys() {
         checked_path(path)?;
     }
@@ -282,8 +289,9 @@ struct TestsBody {
 
 async fn run_tests(
     State(state): State<Arc<AppState>>,
-    Json(body): Json<TestsBody>,
+    parsed: Result<Json<TestsBody>, JsonRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
+    let body = body(parsed)?;
     if body.tests.len() > 1000 {
         return Err(bad_request("at most 1000 tests per request"));
     }
@@ -366,8 +374,9 @@ struct ExecBody {
 async fn exec(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    Json(body): Json<ExecBody>,
+    parsed: Result<Json<ExecBody>, JsonRejection>,
 ) -> ApiResult<Json<RunResult>> {
+    let body = body(parsed)?;
     let session = session(&state, &id)?;
     let _permit = permit(&state).await?;
     let limits = Limits {

@@ -11,6 +11,7 @@ use temper_client::{Limited, OpenAiClient, RetryPolicy};
 use temper_envs::eval::{self, EvalConfig, EvalReport, Progress};
 use temper_envs::{ChatModel, Environment, LoadOptions, Services, Split};
 use temper_protocol::SamplingParams;
+use temper_verify::code::CodeRunner;
 
 use crate::args::{EvalArgs, SplitArg};
 
@@ -57,13 +58,8 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         // The same server: share the concurrency limit.
         None => model.clone(),
     };
-    let mut services = Services { code_runner: None, judge: Some(judge) };
-    if args.allow_unsandboxed_code {
-        eprintln!(
-            "warning: --allow-unsandboxed-code: model-written code runs as this user with no isolation"
-        );
-        services.code_runner = Some(Arc::new(temper_sandbox::Unsandboxed::new()));
-    }
+    let (code_runner, runner_name, local_sandbox) = code_runner(&args).await?;
+    let services = Services { code_runner, judge: Some(judge) };
 
     let dir = output_dir(&args, &env)?;
     let config = EvalConfig {
@@ -77,7 +73,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         judge: args.judge_model.clone().map(|url| {
             (url, args.judge_model_name.clone().unwrap_or_else(|| args.model_name.clone()))
         }),
-        code_runner: services.code_runner.as_ref().map(|_| "unsandboxed".to_owned()),
+        code_runner: runner_name,
         load,
         concurrency: args.concurrency as usize,
     };
@@ -99,11 +95,47 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("evaluation of `{}` failed", env.info.name))?;
     bar.finish_and_clear();
+    if let Some(sandbox) = local_sandbox {
+        sandbox.shutdown().await;
+    }
     print!("{}", summary_table(&env, &config, &report, &dir));
     if let Some(first) = &report.all_failed {
         bail!("every rollout failed to get a reply from the model: {first}");
     }
     Ok(())
+}
+
+/// Where model-written code runs: a sandbox server, else the local sandbox, else (only when
+/// asked) plain processes; without any, code rewards record errors.
+async fn code_runner(
+    args: &EvalArgs,
+) -> anyhow::Result<(Option<Arc<dyn CodeRunner>>, Option<String>, Option<temper_sandbox::Sandbox>)>
+{
+    if let Some(url) = &args.sandbox {
+        let client = temper_client::sandbox::SandboxClient::new(url)?;
+        return Ok((Some(Arc::new(client)), Some(format!("sandbox server {url}")), None));
+    }
+    let cfg =
+        temper_sandbox::SandboxConfig { pool_size: 4, ..temper_sandbox::SandboxConfig::default() };
+    match temper_sandbox::Sandbox::new(cfg).await {
+        Ok(sandbox) => Ok((Some(Arc::new(sandbox.clone())), Some("sandbox".into()), Some(sandbox))),
+        Err(e) if args.allow_unsandboxed_code => {
+            eprintln!(
+                "warning: {e}; --allow-unsandboxed-code: model-written code runs as this user with no isolation"
+            );
+            Ok((
+                Some(Arc::new(temper_sandbox::Unsandboxed::new())),
+                Some("unsandboxed".into()),
+                None,
+            ))
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{e}; code rewards will record errors (see --sandbox and --allow-unsandboxed-code)"
+            );
+            Ok((None, None, None))
+        }
+    }
 }
 
 fn sampling(args: &EvalArgs) -> anyhow::Result<SamplingParams> {

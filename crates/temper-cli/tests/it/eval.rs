@@ -362,3 +362,15 @@ fn bad_input_gives_a_named_error_and_non_zero_exit() {
         Some(2)
     );
 }
+
+#[test]
+fn code_environment_runs_in_the_sandbox() {
+    let mock = Mock::start(Behaviour::CodeSum, Duration::ZERO);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Problem 0 of the code bank is "sum the integers": the mock's program passes all its tests.
+    ok(&eval(&mock.url, "code", dir.path(), &["-n", "1", "-r", "2"]));
+    let meta = metadata(dir.path());
+    assert_eq!(meta["config"]["eval"]["code_runner"], "sandbox", "{meta}");
+    assert_eq!(meta["reward"]["mean"], 1.0, "{meta}");
+    assert_eq!(meta["counts"]["errors"], 0);
+}

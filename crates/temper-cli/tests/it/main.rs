@@ -2,4 +2,5 @@
 
 mod eval;
 mod mock;
+mod sandbox;
 mod verify;

@@ -23,6 +23,8 @@ pub enum Behaviour {
     FirstCorrect,
     /// calculator: a malformed tool call, then a correct one, then the boxed tool result.
     Calculator,
+    /// code: a Python program that sums the integers on its input.
+    CodeSum,
 }
 
 #[derive(Debug)]
@@ -152,6 +154,10 @@ async fn chat(
                 "stop",
             )
         }
+        Behaviour::CodeSum => completion(
+            &json!({"role": "assistant", "content": "```python\nprint(sum(map(int, input().split())))\n```"}),
+            "stop",
+        ),
         Behaviour::Calculator => {
             let tool_results: Vec<&Value> =
                 messages.iter().filter(|m| m["role"] == "tool").collect();

@@ -2,4 +2,5 @@
 
 mod basics;
 mod hostile;
+mod server;
 mod support;
