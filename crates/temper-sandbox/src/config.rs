@@ -42,6 +42,10 @@ pub struct SandboxConfig {
     pub pool_builders: usize,
     /// Runs a slot serves (reset to a fresh state between them) before it is rebuilt.
     pub max_runs_per_slot: u32,
+    /// Keep a pre-imported Python in every slot and run Python programs in a fork of it (no
+    /// interpreter start per run). Its runs share an IPC namespace, so they may not use System V
+    /// IPC or POSIX message queues.
+    pub python_preimport: bool,
     /// Interpreters and compilers.
     pub python: String,
     /// Bash.
@@ -95,6 +99,7 @@ impl Default for SandboxConfig {
             pool_size: 8,
             pool_builders: 2,
             max_runs_per_slot: 64,
+            python_preimport: false,
             python: "/usr/bin/python3".into(),
             bash: "/bin/bash".into(),
             cc: "/usr/bin/gcc".into(),

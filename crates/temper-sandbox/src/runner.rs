@@ -72,12 +72,43 @@ struct Inner {
     warm_starts: AtomicU64,
     /// Slots being destroyed in the background; `shutdown` waits for them.
     retiring: Mutex<tokio::task::JoinSet<()>>,
+    /// Slots being reset to come back to the pool: the pool counts them as present, so it does
+    /// not build new slots that the returning ones would then find no room for.
+    returning: std::sync::atomic::AtomicUsize,
 }
 
 /// The sandbox: isolated execution of untrusted programs (see the crate documentation).
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
+}
+
+/// The source of the pre-imported Python.
+const ZYGOTE: &str = include_str!("zygote.py");
+
+/// Starts the pre-imported Python in `slot` when the configuration asks for one and the slot has
+/// none; on failure the slot still runs Python the ordinary way.
+async fn prepare_zygote(cfg: &SandboxConfig, slot: &Slot) {
+    if !cfg.python_preimport || slot.has_zygote() {
+        return;
+    }
+    let exec = Exec {
+        argv: vec![cfg.python.clone(), "-I".into(), "-c".into(), ZYGOTE.into()],
+        env: vec![
+            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            "HOME=/work".into(),
+            "TMPDIR=/tmp".into(),
+            "LANG=C.UTF-8".into(),
+        ],
+        cwd: "/".into(),
+        cpu_s: 1 << 20,
+        nofile: cfg.nofile,
+        fsize: cfg.fsize,
+        deny_ipc: true,
+    };
+    if let Err(e) = slot.start_zygote(exec).await {
+        tracing::warn!("{e}");
+    }
 }
 
 /// Slot ids are unique in the process (they name cgroups), across every sandbox in it.
@@ -124,6 +155,7 @@ impl Sandbox {
             cold_starts: AtomicU64::new(0),
             warm_starts: AtomicU64::new(0),
             retiring: Mutex::new(tokio::task::JoinSet::new()),
+            returning: std::sync::atomic::AtomicUsize::new(0),
         });
         let probe = Self::build(&inner).await?;
         inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(probe);
@@ -135,7 +167,9 @@ impl Sandbox {
 
     async fn build(inner: &Inner) -> Result<Slot, SlotError> {
         let id = next_slot_id();
-        Slot::create(&inner.cfg, &inner.layout, inner.instance, id).await
+        let slot = Slot::create(&inner.cfg, &inner.layout, inner.instance, id).await?;
+        prepare_zygote(&inner.cfg, &slot).await;
+        Ok(slot)
     }
 
     /// The configuration.
@@ -200,20 +234,38 @@ impl Sandbox {
     /// served fewer than `max_runs_per_slot` runs and the pool has room; destroyed otherwise.
     pub fn recycle(&self, slot: Slot) {
         let inner = Arc::clone(&self.inner);
+        let room = |inner: &Inner| {
+            inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
+                + inner.returning.load(Ordering::SeqCst)
+                < inner.cfg.pool_size
+        };
+        let worth_it = !inner.closed.load(Ordering::Relaxed)
+            && slot.runs() < inner.cfg.max_runs_per_slot
+            && room(&inner);
+        if worth_it {
+            inner.returning.fetch_add(1, Ordering::SeqCst);
+        }
         let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
         while retiring.try_join_next().is_some() {}
         retiring.spawn(async move {
             let mut slot = slot;
-            let room =
-                || inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len() < inner.cfg.pool_size;
-            let reusable = !inner.closed.load(Ordering::Relaxed)
-                && slot.runs() < inner.cfg.max_runs_per_slot
-                && room()
-                && slot.is_usable()
-                && slot.reset().await.is_ok();
-            if reusable && room() && !inner.closed.load(Ordering::Relaxed) {
+            if !worth_it {
+                slot.destroy().await;
+                return;
+            }
+            let fresh = slot.is_usable() && slot.reset().await.is_ok();
+            if fresh {
+                prepare_zygote(&inner.cfg, &slot).await;
+            }
+            let leftover = if fresh && !inner.closed.load(Ordering::Relaxed) {
                 inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(slot);
+                None
             } else {
+                Some(slot)
+            };
+            inner.returning.fetch_sub(1, Ordering::SeqCst);
+            inner.refill.notify_one();
+            if let Some(slot) = leftover {
                 slot.destroy().await;
             }
         });
@@ -279,6 +331,7 @@ impl Sandbox {
             cpu_s: time_ms.div_ceil(1000),
             nofile: cfg.nofile,
             fsize: cfg.fsize,
+            deny_ipc: false,
         }
     }
 
@@ -321,15 +374,13 @@ impl Sandbox {
         let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
         slot.set_limits(self.group_limits(memory_mb))?;
         slot.reset_peak();
-        let argv = recipe(&self.inner.cfg, language).run;
-        let out = slot
-            .exec(
-                self.exec(argv, time_ms),
-                stdin.as_bytes().to_vec(),
-                Duration::from_millis(time_ms),
-                output,
-            )
-            .await?;
+        let wall = Duration::from_millis(time_ms);
+        let out = if language == Language::Python && slot.has_zygote() {
+            slot.zygote_run(time_ms.div_ceil(1000), stdin.as_bytes().to_vec(), wall, output).await?
+        } else {
+            let argv = recipe(&self.inner.cfg, language).run;
+            slot.exec(self.exec(argv, time_ms), stdin.as_bytes().to_vec(), wall, output).await?
+        };
         Ok(to_result(out, time_ms, slot.peak_kb()))
     }
 
@@ -507,7 +558,11 @@ async fn futures_lite_join(n: usize, inner: &Inner) -> Vec<Slot> {
         let cfg = inner.cfg.clone();
         let layout = inner.layout.clone();
         let instance = inner.instance;
-        set.spawn(async move { Slot::create(&cfg, &layout, instance, id).await });
+        set.spawn(async move {
+            let slot = Slot::create(&cfg, &layout, instance, id).await?;
+            prepare_zygote(&cfg, &slot).await;
+            Ok::<_, SlotError>(slot)
+        });
     }
     while let Some(r) = set.join_next().await {
         match r {

@@ -4,6 +4,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,8 @@ pub struct Slot {
     oom_seen: AtomicU64,
     /// The limits last written to the cgroups, to skip rewriting them.
     limits: std::sync::Mutex<Option<GroupLimits>>,
+    /// The socket of the pre-imported Python, when the slot has one.
+    zygote: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
 }
 
 impl Slot {
@@ -145,6 +148,7 @@ impl Slot {
             runs: std::sync::atomic::AtomicU32::new(0),
             oom_seen: AtomicU64::new(0),
             limits: std::sync::Mutex::new(Some(limits)),
+            zygote: std::sync::Mutex::new(None),
         };
         match tokio::time::timeout(SETUP_TIMEOUT, slot.handshake(cfg)).await {
             Ok(Ok(())) => {
@@ -320,48 +324,11 @@ impl Slot {
             return Err(SlotError::Broken("the slot is broken".into()));
         }
         self.runs.fetch_add(1, Ordering::Relaxed);
-        let pipe = || {
-            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                .map_err(|e| broken(io::Error::from(e)))
-        };
-        let (in_r, in_w) = pipe()?;
-        let (out_r, out_w) = pipe()?;
-        let (err_r, err_w) = pipe()?;
+        let (io, fds) = io_pipes(stdin, output_cap)?;
         let start = Instant::now();
-        self.send(&ToSlot::Exec(exec), &[in_r.as_fd(), out_w.as_fd(), err_w.as_fd()]).await?;
-        drop((in_r, out_w, err_w));
-
-        let writer = pipe::Sender::from_owned_fd(in_w).map_err(broken)?;
-        let feed = tokio::spawn(async move {
-            let mut writer = writer;
-            // A program that exits without reading its input is not an error.
-            let _ = writer.write_all(&stdin).await;
-        });
-        let over = std::sync::Arc::new(tokio::sync::Notify::new());
-        let read = |fd: OwnedFd| {
-            let over = std::sync::Arc::clone(&over);
-            async move {
-                let mut reader = pipe::Receiver::from_owned_fd(fd)?;
-                let mut kept = Vec::new();
-                let mut buf = vec![0u8; 64 << 10];
-                let mut exceeded = false;
-                loop {
-                    let n = reader.read(&mut buf).await?;
-                    if n == 0 {
-                        break;
-                    }
-                    let room = (output_cap as usize).saturating_sub(kept.len());
-                    kept.extend_from_slice(&buf[..n.min(room)]);
-                    if n > room && !exceeded {
-                        exceeded = true;
-                        over.notify_one();
-                    }
-                }
-                io::Result::Ok((kept, exceeded))
-            }
-        };
-        let stdout = tokio::spawn(read(out_r));
-        let stderr = tokio::spawn(read(err_r));
+        self.send(&ToSlot::Exec(exec), &[fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()]).await?;
+        drop(fds);
+        let RunIo { stdout, stderr, over, feed } = io;
 
         let mut timed_out = false;
         let mut output_over = false;
@@ -388,12 +355,6 @@ impl Slot {
         }?;
         let wall_time = start.elapsed();
         feed.abort();
-        let collect = |h: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>| async move {
-            match tokio::time::timeout(KILL_GRACE, h).await {
-                Ok(Ok(Ok(v))) => v,
-                _ => (Vec::new(), false),
-            }
-        };
         let (out, out_over) = collect(stdout).await;
         let (err, err_over) = collect(stderr).await;
         let FromSlot::Exited { code, signal, cpu_ms, max_rss_kb, spawn_error } = reply else {
@@ -415,6 +376,113 @@ impl Slot {
                 now > self.oom_seen.swap(now, Ordering::Relaxed)
             },
             wall: wall_time,
+        })
+    }
+
+    /// Whether the slot has a live pre-imported Python.
+    pub fn has_zygote(&self) -> bool {
+        self.zygote.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Starts the pre-imported Python with `exec` (its program and arguments); it then serves
+    /// [`Slot::zygote_run`]s until it dies or the slot ends.
+    pub async fn start_zygote(&self, exec: Exec) -> Result<(), SlotError> {
+        let _busy = self.busy.lock().await;
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )
+        .map_err(|e| broken(io::Error::from(e)))?;
+        rustix::io::ioctl_fionbio(&theirs, false).map_err(|e| broken(io::Error::from(e)))?;
+        let null = fs::File::options().write(true).open("/dev/null").map_err(broken)?;
+        self.send(&ToSlot::Spawn(exec), &[theirs.as_fd(), null.as_fd(), null.as_fd()]).await?;
+        drop(theirs);
+        match self.recv().await? {
+            FromSlot::Spawned { result: Ok(_) } => {
+                let sock = crate::isolation::register(ours).map_err(broken)?;
+                *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(sock));
+                Ok(())
+            }
+            FromSlot::Spawned { result: Err(e) } => {
+                Err(SlotError::Setup(format!("pre-imported Python: {e}")))
+            }
+            other => Err(SlotError::Broken(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Runs `/work/main.py` in a fork of the pre-imported Python, as [`Slot::exec`] runs a
+    /// program.
+    pub async fn zygote_run(
+        &self,
+        cpu_s: u64,
+        stdin: Vec<u8>,
+        wall: Duration,
+        output_cap: u64,
+    ) -> Result<ExecOutcome, SlotError> {
+        let _busy = self.busy.lock().await;
+        let zygote = self.zygote.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(zygote) = zygote else {
+            return Err(SlotError::Broken("no pre-imported Python".into()));
+        };
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let request = serde_json::json!({"cpu_s": cpu_s});
+        let start = Instant::now();
+        let (io, fds) = io_pipes(stdin, output_cap)?;
+        let RunIo { stdout, stderr, over, feed } = io;
+        send_on(&zygote, &request, &[fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()])
+            .await
+            .inspect_err(|_| {
+                *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            })?;
+        drop(fds);
+        let mut timed_out = false;
+        let mut output_over = false;
+        let deadline = tokio::time::sleep(wall);
+        tokio::pin!(deadline);
+        let reply = tokio::select! {
+            reply = recv_json(&zygote) => Some(reply),
+            () = &mut deadline => { timed_out = true; None }
+            () = over.notified() => { output_over = true; None }
+        };
+        let reply = match reply {
+            Some(reply) => reply,
+            None => {
+                self.send(&ToSlot::Kill, &[]).await?;
+                tokio::time::timeout(KILL_GRACE, recv_json(&zygote)).await.unwrap_or_else(|_| {
+                    Err(SlotError::Broken("the run did not stop after a kill".into()))
+                })
+            }
+        };
+        let reply = match reply {
+            Ok(v) => v,
+            Err(e) => {
+                // The pre-imported Python died (a run may kill it): the slot is not reused.
+                *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                self.broken.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        feed.abort();
+        let (out, out_over) = collect(stdout).await;
+        let (err, err_over) = collect(stderr).await;
+        let num = |k: &str| reply.get(k).and_then(serde_json::Value::as_i64).map(|v| v as i32);
+        Ok(ExecOutcome {
+            code: num("code"),
+            signal: num("signal"),
+            cpu_ms: reply.get("cpu_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
+            max_rss_kb: reply.get("max_rss_kb").and_then(serde_json::Value::as_u64).unwrap_or(0),
+            spawn_error: None,
+            stdout: out,
+            stderr: err,
+            output_over: output_over || out_over || err_over,
+            timed_out,
+            memory_limit: {
+                let now = self.groups().oom_kills();
+                now > self.oom_seen.swap(now, Ordering::Relaxed)
+            },
+            wall: start.elapsed(),
         })
     }
 
@@ -469,6 +537,94 @@ impl Slot {
         {
             tracing::warn!("cannot remove a slot's cgroups: {e}");
         }
+    }
+}
+
+/// The supervisor's ends of a run's standard streams.
+struct RunIo {
+    stdout: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>,
+    stderr: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>,
+    /// Notified when an output stream goes over the cap.
+    over: Arc<tokio::sync::Notify>,
+    feed: tokio::task::JoinHandle<()>,
+}
+
+/// Three pipes for a run: the program's ends (stdin to read, stdout and stderr to write), and
+/// ours, already feeding `stdin` and reading output up to `cap` bytes a stream.
+fn io_pipes(stdin: Vec<u8>, cap: u64) -> Result<(RunIo, [OwnedFd; 3]), SlotError> {
+    let pipe = || {
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| broken(io::Error::from(e)))
+    };
+    let (in_r, in_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let mut writer = pipe::Sender::from_owned_fd(in_w).map_err(broken)?;
+    let feed = tokio::spawn(async move {
+        // A program that exits without reading its input is not an error.
+        let _ = writer.write_all(&stdin).await;
+    });
+    let over = Arc::new(tokio::sync::Notify::new());
+    let read = |fd: OwnedFd| {
+        let over = Arc::clone(&over);
+        async move {
+            let mut reader = pipe::Receiver::from_owned_fd(fd)?;
+            let mut kept = Vec::new();
+            let mut buf = vec![0u8; 64 << 10];
+            let mut exceeded = false;
+            loop {
+                let n = reader.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                let room = (cap as usize).saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room && !exceeded {
+                    exceeded = true;
+                    over.notify_one();
+                }
+            }
+            io::Result::Ok((kept, exceeded))
+        }
+    };
+    let stdout = tokio::spawn(read(out_r));
+    let stderr = tokio::spawn(read(err_r));
+    Ok((RunIo { stdout, stderr, over, feed }, [in_r, out_w, err_w]))
+}
+
+/// Sends one JSON message with descriptors on a registered socket.
+async fn send_on(
+    sock: &AsyncFd<OwnedFd>,
+    msg: &serde_json::Value,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> Result<(), SlotError> {
+    loop {
+        let mut guard = sock.writable().await.map_err(broken)?;
+        match guard.try_io(|fd| chan::send(fd.get_ref().as_fd(), msg, fds)) {
+            Ok(result) => return result.map_err(broken),
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// Receives one JSON message on a registered socket.
+async fn recv_json(sock: &AsyncFd<OwnedFd>) -> Result<serde_json::Value, SlotError> {
+    loop {
+        let mut guard = sock.readable().await.map_err(broken)?;
+        match guard.try_io(|fd| chan::recv::<serde_json::Value>(fd.get_ref().as_fd())) {
+            Ok(Ok(Some((msg, _)))) => return Ok(msg),
+            Ok(Ok(None)) => return Err(SlotError::Broken("the pre-imported Python exited".into())),
+            Ok(Err(e)) => return Err(broken(e)),
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// Waits (briefly) for an output reader to finish.
+async fn collect(h: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>) -> (Vec<u8>, bool) {
+    match tokio::time::timeout(KILL_GRACE, h).await {
+        Ok(Ok(Ok(v))) => v,
+        _ => (Vec::new(), false),
     }
 }
 

@@ -28,6 +28,9 @@ pub enum ToSlot {
     MapsDone,
     /// Run a program. Three descriptors travel with it: stdin, stdout, stderr.
     Exec(Exec),
+    /// Start a long-lived program (the pre-imported Python) that outlives runs: it is spared by
+    /// kills and resets. Three descriptors travel with it, as for `Exec`.
+    Spawn(Exec),
     /// Kill every process of the slot except its init.
     Kill,
     /// Make the slot fresh for another run: kill every process, replace `/work`, `/tmp` and
@@ -66,6 +69,10 @@ pub struct Exec {
     pub nofile: u64,
     /// Largest file the program may write, in bytes (RLIMIT_FSIZE).
     pub fsize: u64,
+    /// Also refuse System V IPC and POSIX message queues (for programs whose IPC namespace is
+    /// shared across runs, such as the pre-imported Python's).
+    #[serde(default)]
+    pub deny_ipc: bool,
 }
 
 /// From the helper to the supervisor.
@@ -98,6 +105,11 @@ pub enum FromSlot {
         max_rss_kb: u64,
         /// The program could not be started (not found, ...).
         spawn_error: Option<String>,
+    },
+    /// A long-lived program started.
+    Spawned {
+        /// Its pid inside the slot, or why it could not start.
+        result: Result<i32, String>,
     },
     /// A reset ended.
     ResetDone {

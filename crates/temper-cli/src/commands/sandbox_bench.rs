@@ -373,6 +373,72 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     ));
     report["throughput"]["python_16"] = json!({"temper": py, "bwrap": bpy});
 
+    // The pre-imported Python option: whole runs (code written to /work, then run in a fork of
+    // a waiting interpreter).
+    sb.settle(Duration::from_secs(60)).await;
+    let pre = Sandbox::new(SandboxConfig {
+        python_preimport: true,
+        pool_size: 32,
+        ..sb.config().clone()
+    })
+    .await
+    .context("cannot start the pre-imported Python sandbox")?;
+    pre.settle(Duration::from_secs(120)).await;
+    let request = temper_protocol::RunRequest {
+        language: temper_protocol::Language::Python,
+        code: "pass".into(),
+        stdin: String::new(),
+        limits: temper_protocol::Limits::default(),
+    };
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs.min(32) {
+        let start = Instant::now();
+        let out = pre.run(&request).await;
+        anyhow::ensure!(
+            out.status == temper_protocol::RunStatus::Ok,
+            "pre-imported run failed: {out:?}"
+        );
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    let pre_latency = summary(ms);
+    pre.settle(Duration::from_secs(120)).await;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total = runs * 2;
+    let start = Instant::now();
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (pre, next, request) = (pre.clone(), Arc::clone(&next), request.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < total {
+                    let out = pre.run(&request).await;
+                    anyhow::ensure!(
+                        out.status == temper_protocol::RunStatus::Ok,
+                        "pre-imported run failed: {out:?}"
+                    );
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for w in futures_join(workers).await {
+        w??;
+    }
+    let pre_rate = total as f64 / start.elapsed().as_secs_f64();
+    pre.shutdown().await;
+    rows.push((
+        "python (pre-imported) whole run, warm (p50 / p99 ms)".into(),
+        fmt(&pre_latency),
+        "".into(),
+        "".into(),
+    ));
+    rows.push((
+        "python (pre-imported) runs/s at concurrency 16".into(),
+        format!("{pre_rate:.0}"),
+        "".into(),
+        "".into(),
+    ));
+    report["python_preimport"] = json!({"warm": pre_latency, "runs_per_s_16": pre_rate});
+
     let session_slot = sb.slot().await?;
     stage(&session_slot, &binary).await?;
     sb.settle(Duration::from_secs(60)).await;

@@ -140,7 +140,8 @@ fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(rx("pdeathsig"))?;
     build_root(spec)?;
-    let filters = seccomp::filters()?;
+    let mut filters = seccomp::filters()?;
+    let ipc_filter = seccomp::ipc_filter()?;
     // Programs can never gain a capability through exec: the bounding set is emptied once here
     // (init keeps the capabilities it has, which it needs for resets).
     for cap in 0..64 {
@@ -148,6 +149,7 @@ fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     chan::send(sock.as_fd(), &FromSlot::Ready, &[]).map_err(os("send"))?;
+    filters.push(ipc_filter);
     serve(sock, spec, &filters);
     Ok(())
 }
@@ -278,16 +280,52 @@ fn build_root(spec: &SlotSpec) -> Result<()> {
     Ok(())
 }
 
-/// Kills every process of the namespace but init, and reaps them.
-fn kill_all() {
-    // SAFETY: kill(-1) from PID 1 of a PID namespace reaches only that namespace.
-    unsafe { libc::kill(-1, libc::SIGKILL) };
-    loop {
-        // SAFETY: reaps this process's children.
-        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) };
-        if r < 0 {
+/// Kills every process of the namespace but init (and the kept long-lived program, when it is
+/// still alive), and reaps them.
+fn kill_all(keep: &mut Option<i32>) {
+    let Some(kept) = *keep else {
+        // SAFETY: kill(-1) from PID 1 of a PID namespace reaches only that namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        loop {
+            // SAFETY: reaps this process's children.
+            let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) };
+            if r < 0 {
+                break;
+            }
+        }
+        return;
+    };
+    // Everything but init and the kept program, until only they are left (bounded).
+    for _ in 0..200 {
+        let mut others = 0;
+        if let Ok(entries) = fs::read_dir("/proc") {
+            for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+                if pid != 1 && pid != kept {
+                    others += 1;
+                    // SAFETY: signals a process of this namespace.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        loop {
+            // SAFETY: reaps whatever of this process's children has ended.
+            let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if r <= 0 {
+                break;
+            }
+            if r == kept {
+                *keep = None;
+            }
+        }
+        if others == 0 {
             break;
         }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    // The kept program may itself have been killed by a run.
+    // SAFETY: signal 0 only checks that the process exists.
+    if unsafe { libc::kill(kept, 0) } != 0 {
+        *keep = None;
     }
 }
 
@@ -305,16 +343,38 @@ fn cpu_ms(u: &libc::rusage) -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// Filters for an exec, in the order they are installed: the deny list last, since it refuses
+/// `seccomp` itself. `filters` is [arch, clone3, deny list, ipc].
+fn filters_for<'a>(filters: &'a [BpfProgram], exec: &Exec) -> Vec<&'a BpfProgram> {
+    let mut chosen = vec![&filters[0], &filters[1]];
+    if exec.deny_ipc {
+        chosen.push(&filters[3]);
+    }
+    chosen.push(&filters[2]);
+    chosen
+}
+
 fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
+    // The long-lived program (pre-imported Python), spared by kills and resets.
+    let mut keep: Option<i32> = None;
     loop {
         let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
         let reply = match msg {
-            ToSlot::Exec(exec) => run_exec(sock, spec, filters, &exec, fds),
+            ToSlot::Exec(exec) => {
+                run_exec(sock, spec, &filters_for(filters, &exec), &exec, fds, &mut keep)
+            }
+            ToSlot::Spawn(exec) => {
+                let result = spawn(spec, &filters_for(filters, &exec), &exec, fds);
+                if let Ok(pid) = result {
+                    keep = Some(pid);
+                }
+                FromSlot::Spawned { result }
+            }
             ToSlot::Kill => {
-                kill_all();
+                kill_all(&mut keep);
                 continue;
             }
-            ToSlot::Reset => FromSlot::ResetDone { error: reset(spec).err() },
+            ToSlot::Reset => FromSlot::ResetDone { error: reset(spec, &mut keep).err() },
             ToSlot::WriteFile { path, size, mode } => {
                 file_reply(write_file(&path, size, mode, fds))
             }
@@ -325,13 +385,44 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
             break;
         }
     }
-    kill_all();
+    keep = None;
+    kill_all(&mut keep);
+}
+
+/// Starts a long-lived program without waiting for it.
+fn spawn(
+    spec: &SlotSpec,
+    filters: &[&BpfProgram],
+    exec: &Exec,
+    fds: Vec<OwnedFd>,
+) -> std::result::Result<i32, String> {
+    if fds.len() != 3 || exec.argv.is_empty() {
+        return Err("a spawn needs a program and three descriptors".into());
+    }
+    let (err_r, err_w) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| e.to_string())?;
+    // SAFETY: init is single-threaded.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let message = exec_child(spec, filters, exec, &fds).unwrap_err();
+        let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
+        // SAFETY: leave without running the parent image's destructors.
+        unsafe { libc::_exit(127) };
+    }
+    drop(err_w);
+    drop(fds);
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    let mut error = String::new();
+    let _ = fs::File::from(err_r).read_to_string(&mut error);
+    if error.is_empty() { Ok(pid) } else { Err(error) }
 }
 
 /// A fresh start inside the same namespaces: no process left, empty writable filesystems, a new
 /// IPC namespace (System V objects and POSIX message queues do not outlive a run).
-fn reset(spec: &SlotSpec) -> Result<()> {
-    kill_all();
+fn reset(spec: &SlotSpec, keep: &mut Option<i32>) -> Result<()> {
+    kill_all(keep);
     for (dir, size, mode) in [
         ("/work", spec.work_mb, "0755"),
         ("/tmp", spec.tmp_mb, "1777"),
@@ -438,9 +529,10 @@ fn read_file(path: &str, max: u64, fds: Vec<OwnedFd>) -> Result<u64> {
 fn run_exec(
     sock: &OwnedFd,
     spec: &SlotSpec,
-    filters: &[BpfProgram],
+    filters: &[&BpfProgram],
     exec: &Exec,
     fds: Vec<OwnedFd>,
+    keep: &mut Option<i32>,
 ) -> FromSlot {
     let exited = |code, signal, cpu, rss, spawn_error| FromSlot::Exited {
         code,
@@ -477,8 +569,8 @@ fn run_exec(
     }
     let mut spawn_error = String::new();
     let _ = fs::File::from(err_r).read_to_string(&mut spawn_error);
-    let status = wait_child(sock, pid);
-    kill_all();
+    let status = wait_child(sock, pid, *keep);
+    kill_all(keep);
     let after = children_usage();
     let cpu = cpu_ms(&after) - cpu_ms(&before);
     let (code, signal) = match status {
@@ -491,7 +583,7 @@ fn run_exec(
 }
 
 /// Waits for `pid`, answering `Kill` requests meanwhile; `None` if it could not be waited for.
-fn wait_child(sock: &OwnedFd, pid: i32) -> Option<i32> {
+fn wait_child(sock: &OwnedFd, pid: i32, keep: Option<i32>) -> Option<i32> {
     let raw = Pid::from_raw(pid)?;
     let pidfd = rustix::process::pidfd_open(raw, PidfdFlags::empty()).ok();
     let mut sock_open = true;
@@ -508,11 +600,11 @@ fn wait_child(sock: &OwnedFd, pid: i32) -> Option<i32> {
             let request = sock_open && polls.get(1).is_some_and(|p| !p.revents().is_empty());
             if request {
                 match chan::recv::<ToSlot>(sock.as_fd()) {
-                    Ok(Some((ToSlot::Kill, _))) => kill_all_but(pid),
+                    Ok(Some((ToSlot::Kill, _))) => kill_without_reaping(keep),
                     Ok(Some(_)) => {}
                     _ => {
                         sock_open = false;
-                        kill_all_but(pid);
+                        kill_without_reaping(keep);
                     }
                 }
             }
@@ -527,10 +619,26 @@ fn wait_child(sock: &OwnedFd, pid: i32) -> Option<i32> {
     (r == pid).then_some(status)
 }
 
-/// Kills everything (the child included) without reaping, so the child's status stays readable.
-fn kill_all_but(_child: i32) {
-    // SAFETY: as in kill_all.
-    unsafe { libc::kill(-1, libc::SIGKILL) };
+/// Kills everything but init and the kept program, without reaping, so the child's status
+/// stays readable.
+fn kill_without_reaping(keep: Option<i32>) {
+    match keep {
+        // SAFETY: as in kill_all.
+        None => unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        },
+        Some(kept) => {
+            if let Ok(entries) = fs::read_dir("/proc") {
+                for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                {
+                    if pid != 1 && pid != kept {
+                        // SAFETY: signals a process of this namespace.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn c_strings(items: &[String]) -> Result<Vec<CString>> {
@@ -543,7 +651,7 @@ fn c_strings(items: &[String]) -> Result<Vec<CString>> {
 /// In the forked child: descriptors, limits, credentials, seccomp, exec. Returns only on error.
 fn exec_child(
     spec: &SlotSpec,
-    filters: &[BpfProgram],
+    filters: &[&BpfProgram],
     exec: &Exec,
     fds: &[OwnedFd],
 ) -> Result<std::convert::Infallible> {

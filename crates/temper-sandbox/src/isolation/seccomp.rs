@@ -83,6 +83,11 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_seccomp,
 ];
 
+/// System V IPC and POSIX message queues: refused for programs that share an IPC namespace
+/// across runs.
+const IPC: &[libc::c_long] =
+    &[libc::SYS_shmget, libc::SYS_shmat, libc::SYS_semget, libc::SYS_msgget, libc::SYS_mq_open];
+
 /// `clone` flags that create namespaces.
 const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWNS as u64,
@@ -129,6 +134,11 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
     )
     .map_err(|e| format!("seccomp filter: {e}"))?;
     BpfProgram::try_from(filter).map_err(|e| format!("seccomp filter: {e}"))
+}
+
+/// The extra filter of programs with a shared IPC namespace.
+pub fn ipc_filter() -> Result<BpfProgram, String> {
+    compile(IPC.iter().map(|&nr| (nr, Vec::new())).collect(), libc::EPERM)
 }
 
 /// The three filters, compiled once per slot and installed in each program before `execve`.

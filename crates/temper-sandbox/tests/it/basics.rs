@@ -178,3 +178,59 @@ print("processes", len([p for p in os.listdir("/proc") if p.isdigit()]))
     sb.retire(slot);
     assert_clean(&sb).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_imported_python_behaves_like_python() {
+    let cfg = temper_sandbox::SandboxConfig {
+        python_preimport: true,
+        pool_size: 2,
+        ..crate::support::config()
+    };
+    let sb = temper_sandbox::Sandbox::new(cfg).await.expect("sandbox");
+    let limits = Limits::default();
+    let py = |code: &str, stdin: &str| RunRequest {
+        language: Language::Python,
+        code: code.into(),
+        stdin: stdin.into(),
+        limits,
+    };
+
+    // The run is a fork of the interpreter, not a child of the sandbox's init.
+    let out = sb.run(&py("import os\nprint(os.getppid() != 1, open(f'/proc/{os.getppid()}/cmdline').read()[:20])", "")).await;
+    assert!(out.stdout.starts_with("True"), "{out:?}");
+    let out =
+        sb.run(&py("import sys\nprint(__name__, sys.argv, sys.stdin.read()[::-1])", "abc")).await;
+    assert_eq!(
+        (out.status, out.stdout.as_str()),
+        (RunStatus::Ok, "__main__ ['main.py'] cba\n"),
+        "{out:?}"
+    );
+    let out = sb.run(&py("import sys\nprint('x')\nsys.exit(3)", "")).await;
+    assert_eq!(
+        (out.status, out.exit_code, out.stdout.as_str()),
+        (RunStatus::RuntimeError, Some(3), "x\n")
+    );
+    let out = sb.run(&py("raise ValueError('boom')", "")).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::RuntimeError, Some(1)));
+    assert!(out.stderr.contains("ValueError: boom"), "{out:?}");
+    let out = sb
+        .run(&RunRequest {
+            limits: Limits { time_limit_ms: Some(400), ..limits },
+            ..py("while True: pass", "")
+        })
+        .await;
+    assert_eq!(out.status, RunStatus::Timeout, "{out:?}");
+
+    // Runs share the interpreter's IPC namespace, so System V IPC is refused; its memory is out
+    // of reach (it is not dumpable), and killing it only ends the run that did it.
+    let out = sb.run(&py("import ctypes\nprint(ctypes.CDLL(None).shmget(0, 4096, 0o1000 | 0o600), ctypes.get_errno())", "")).await;
+    assert_eq!(out.stdout, "-1 0\n", "{out:?}");
+    let hostile = "import os\nparent = os.getppid()\ntry:\n    open(f'/proc/{parent}/mem', 'rb').read(1)\n    print('read')\nexcept OSError as e:\n    print('no', e.errno)\nos.kill(parent, 9)";
+    let out = sb.run(&py(hostile, "")).await;
+    assert!(!out.stdout.contains("read"), "{out:?}");
+    for _ in 0..3 {
+        let out = sb.run(&py("print(6 * 7)", "")).await;
+        assert_eq!((out.status, out.stdout.as_str()), (RunStatus::Ok, "42\n"), "{out:?}");
+    }
+    assert_clean(&sb).await;
+}
