@@ -75,6 +75,26 @@ struct Inner {
     /// Slots being reset to come back to the pool: the pool counts them as present, so it does
     /// not build new slots that the returning ones would then find no room for.
     returning: std::sync::atomic::AtomicUsize,
+    /// Slots lent out for a run and expected back (each holds a [`Lease`]): counted as present
+    /// too, for the same reason.
+    lent: std::sync::atomic::AtomicUsize,
+}
+
+/// A pooled slot's promise to come back: while it lives, the pool counts the slot as present and
+/// does not build a replacement. Dropped (with the slot, or when it is recycled) it releases that
+/// place and wakes the refill.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    inner: Weak<Inner>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.lent.fetch_sub(1, Ordering::SeqCst);
+            inner.refill.notify_one();
+        }
+    }
 }
 
 /// The sandbox: isolated execution of untrusted programs (see the crate documentation).
@@ -156,6 +176,7 @@ impl Sandbox {
             warm_starts: AtomicU64::new(0),
             retiring: Mutex::new(tokio::task::JoinSet::new()),
             returning: std::sync::atomic::AtomicUsize::new(0),
+            lent: std::sync::atomic::AtomicUsize::new(0),
         });
         let probe = Self::build(&inner).await?;
         inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(probe);
@@ -196,22 +217,46 @@ impl Sandbox {
         Self::build(&self.inner).await
     }
 
-    /// A fresh slot: a warm one when the pool has one, else built now.
+    /// A fresh slot for a short job, to be given back with [`Sandbox::recycle`]: a warm one when
+    /// the pool has one, else built now. While it is out, the pool does not build a replacement.
     pub async fn slot(&self) -> Result<Slot, SlotError> {
+        self.take(true).await
+    }
+
+    /// A fresh slot to keep for long (a session): the pool builds a replacement at once.
+    pub async fn session_slot(&self) -> Result<Slot, SlotError> {
+        self.take(false).await
+    }
+
+    fn lend(&self, slot: &mut Slot) {
+        self.inner.lent.fetch_add(1, Ordering::SeqCst);
+        slot.lease = Some(Lease { inner: Arc::downgrade(&self.inner) });
+    }
+
+    async fn take(&self, lend: bool) -> Result<Slot, SlotError> {
         loop {
             let pooled = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
-            self.inner.refill.notify_one();
             match pooled {
                 Some(mut slot) => {
                     if slot.is_usable() {
                         self.inner.warm_starts.fetch_add(1, Ordering::Relaxed);
+                        if lend && slot.runs() + 1 < self.inner.cfg.max_runs_per_slot {
+                            self.lend(&mut slot);
+                        }
+                        self.inner.refill.notify_one();
                         return Ok(slot);
                     }
+                    self.inner.refill.notify_one();
                     self.retire(slot);
                 }
                 None => {
+                    self.inner.refill.notify_one();
                     self.inner.cold_starts.fetch_add(1, Ordering::Relaxed);
-                    return Self::build(&self.inner).await;
+                    let mut slot = Self::build(&self.inner).await?;
+                    if lend {
+                        self.lend(&mut slot);
+                    }
+                    return Ok(slot);
                 }
             }
         }
@@ -223,7 +268,8 @@ impl Sandbox {
     }
 
     /// Destroys `slot` in the background (off the request path); `shutdown` waits for it.
-    pub fn retire(&self, slot: Slot) {
+    pub fn retire(&self, mut slot: Slot) {
+        slot.lease = None;
         let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
         // Forget the ones already finished so the set does not grow.
         while retiring.try_join_next().is_some() {}
@@ -232,7 +278,7 @@ impl Sandbox {
 
     /// Returns a slot after a run: reset in the background and put back in the pool while it has
     /// served fewer than `max_runs_per_slot` runs and the pool has room; destroyed otherwise.
-    pub fn recycle(&self, slot: Slot) {
+    pub fn recycle(&self, mut slot: Slot) {
         let inner = Arc::clone(&self.inner);
         let room = |inner: &Inner| {
             inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -245,6 +291,8 @@ impl Sandbox {
         if worth_it {
             inner.returning.fetch_add(1, Ordering::SeqCst);
         }
+        // Counted as returning now (or gone): release its place as a lent slot.
+        slot.lease = None;
         let mut retiring = self.inner.retiring.lock().unwrap_or_else(|p| p.into_inner());
         while retiring.try_join_next().is_some() {}
         retiring.spawn(async move {
@@ -528,10 +576,13 @@ async fn refill(inner: Weak<Inner>) {
         if strong.closed.load(Ordering::Relaxed) {
             return;
         }
-        let missing = strong
-            .cfg
-            .pool_size
-            .saturating_sub(strong.pool.lock().unwrap_or_else(|p| p.into_inner()).len());
+        // Slots out for a run or being reset after one come back on their own: count them as
+        // present, or every run would build a new slot that its returning predecessor then finds
+        // no room beside.
+        let present = strong.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
+            + strong.returning.load(Ordering::SeqCst)
+            + strong.lent.load(Ordering::SeqCst);
+        let missing = strong.cfg.pool_size.saturating_sub(present);
         if missing == 0 {
             // Wake on demand, or now and then to notice the sandbox is gone.
             let _ =

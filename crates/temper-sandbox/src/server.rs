@@ -336,7 +336,7 @@ async fn open_session(
         return Err(ApiError::busy("the session limit is reached"));
     }
     let slot =
-        state.sandbox.slot().await.map_err(|e| {
+        state.sandbox.session_slot().await.map_err(|e| {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "sandbox", e.to_string())
         })?;
     let id = new_id();

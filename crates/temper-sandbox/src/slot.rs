@@ -86,6 +86,8 @@ pub struct Slot {
     limits: std::sync::Mutex<Option<GroupLimits>>,
     /// The socket of the pre-imported Python, when the slot has one.
     zygote: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
+    /// Set while the slot is lent out for a run and expected back in the pool.
+    pub(crate) lease: Option<crate::runner::Lease>,
 }
 
 impl Slot {
@@ -149,6 +151,7 @@ impl Slot {
             oom_seen: AtomicU64::new(0),
             limits: std::sync::Mutex::new(Some(limits)),
             zygote: std::sync::Mutex::new(None),
+            lease: None,
         };
         match tokio::time::timeout(SETUP_TIMEOUT, slot.handshake(cfg)).await {
             Ok(Ok(())) => {

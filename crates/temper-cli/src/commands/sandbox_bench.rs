@@ -75,7 +75,7 @@ async fn latency(
     if warm {
         let mut slots = Vec::with_capacity(runs);
         for _ in 0..runs {
-            let slot = sb.slot().await?;
+            let slot = sb.session_slot().await?;
             stage(&slot, trivial).await?;
             slots.push(slot);
         }
@@ -439,7 +439,7 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     ));
     report["python_preimport"] = json!({"warm": pre_latency, "runs_per_s_16": pre_rate});
 
-    let session_slot = sb.slot().await?;
+    let session_slot = sb.session_slot().await?;
     stage(&session_slot, &binary).await?;
     sb.settle(Duration::from_secs(60)).await;
     let mut ms = Vec::with_capacity(runs);

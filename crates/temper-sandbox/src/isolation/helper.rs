@@ -7,7 +7,7 @@
 //! Init builds a fresh root (a small tmpfs with the runtime bound read-only, new `/proc`, a few
 //! device nodes, size-capped tmpfs `/work` and `/tmp`), pivots into it, and serves requests.
 //! Each exec forks a child that takes its descriptors, sets rlimits, becomes the unprivileged
-//! inner uid (dropping every capability), sets no-new-privileges, installs the seccomp filters
+//! inner uid (dropping every capability), sets no-new-privileges, installs the seccomp filter
 //! and executes the program. When the program ends, init kills every other process of the
 //! namespace, so nothing it started survives it.
 //!
@@ -140,8 +140,8 @@ fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(rx("pdeathsig"))?;
     build_root(spec)?;
-    let mut filters = seccomp::filters()?;
-    let ipc_filter = seccomp::ipc_filter()?;
+    // The filter for programs in their own IPC namespace, and the one for programs sharing it.
+    let filters = [seccomp::program(false)?, seccomp::program(true)?];
     // Programs can never gain a capability through exec: the bounding set is emptied once here
     // (init keeps the capabilities it has, which it needs for resets).
     for cap in 0..64 {
@@ -149,7 +149,6 @@ fn init(sock: &OwnedFd, spec: &SlotSpec) -> Result<()> {
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     chan::send(sock.as_fd(), &FromSlot::Ready, &[]).map_err(os("send"))?;
-    filters.push(ipc_filter);
     serve(sock, spec, &filters);
     Ok(())
 }
@@ -343,28 +342,22 @@ fn cpu_ms(u: &libc::rusage) -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-/// Filters for an exec, in the order they are installed: the deny list last, since it refuses
-/// `seccomp` itself. `filters` is [arch, clone3, deny list, ipc].
-fn filters_for<'a>(filters: &'a [BpfProgram], exec: &Exec) -> Vec<&'a BpfProgram> {
-    let mut chosen = vec![&filters[0], &filters[1]];
-    if exec.deny_ipc {
-        chosen.push(&filters[3]);
-    }
-    chosen.push(&filters[2]);
-    chosen
+/// The filter for an exec: `filters` is [own IPC namespace, shared IPC namespace].
+fn filter_for<'a>(filters: &'a [BpfProgram; 2], exec: &Exec) -> &'a BpfProgram {
+    &filters[usize::from(exec.deny_ipc)]
 }
 
-fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
+fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
     // The long-lived program (pre-imported Python), spared by kills and resets.
     let mut keep: Option<i32> = None;
     loop {
         let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
         let reply = match msg {
             ToSlot::Exec(exec) => {
-                run_exec(sock, spec, &filters_for(filters, &exec), &exec, fds, &mut keep)
+                run_exec(sock, spec, filter_for(filters, &exec), &exec, fds, &mut keep)
             }
             ToSlot::Spawn(exec) => {
-                let result = spawn(spec, &filters_for(filters, &exec), &exec, fds);
+                let result = spawn(spec, filter_for(filters, &exec), &exec, fds);
                 if let Ok(pid) = result {
                     keep = Some(pid);
                 }
@@ -392,7 +385,7 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram]) {
 /// Starts a long-lived program without waiting for it.
 fn spawn(
     spec: &SlotSpec,
-    filters: &[&BpfProgram],
+    filter: &BpfProgram,
     exec: &Exec,
     fds: Vec<OwnedFd>,
 ) -> std::result::Result<i32, String> {
@@ -404,7 +397,7 @@ fn spawn(
     // SAFETY: init is single-threaded.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let message = exec_child(spec, filters, exec, &fds).unwrap_err();
+        let message = exec_child(spec, filter, exec, &fds).unwrap_err();
         let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
         // SAFETY: leave without running the parent image's destructors.
         unsafe { libc::_exit(127) };
@@ -529,7 +522,7 @@ fn read_file(path: &str, max: u64, fds: Vec<OwnedFd>) -> Result<u64> {
 fn run_exec(
     sock: &OwnedFd,
     spec: &SlotSpec,
-    filters: &[&BpfProgram],
+    filter: &BpfProgram,
     exec: &Exec,
     fds: Vec<OwnedFd>,
     keep: &mut Option<i32>,
@@ -557,7 +550,7 @@ fn run_exec(
     // SAFETY: init is single-threaded.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let message = exec_child(spec, filters, exec, &fds).unwrap_err();
+        let message = exec_child(spec, filter, exec, &fds).unwrap_err();
         let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
         // SAFETY: leave without running destructors or atexit handlers of the parent image.
         unsafe { libc::_exit(127) };
@@ -651,7 +644,7 @@ fn c_strings(items: &[String]) -> Result<Vec<CString>> {
 /// In the forked child: descriptors, limits, credentials, seccomp, exec. Returns only on error.
 fn exec_child(
     spec: &SlotSpec,
-    filters: &[&BpfProgram],
+    filter: &BpfProgram,
     exec: &Exec,
     fds: &[OwnedFd],
 ) -> Result<std::convert::Infallible> {
@@ -688,9 +681,7 @@ fn exec_child(
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(rx("pdeathsig"))?;
     rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
-    for filter in filters {
-        seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
-    }
+    seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
     let argv = c_strings(&exec.argv)?;
     let env = c_strings(&exec.env)?;
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();

@@ -196,6 +196,21 @@ int main(void) {
     assert_eq!(out.status, RunStatus::Ok, "{out:?}");
     assert!(!out.stdout.contains("ALLOWED"), "{}", out.stdout);
     assert_eq!(out.stdout.lines().count(), 17, "{}", out.stdout);
+
+    // A 32-bit system call (int 0x80) from a 64-bit program kills it (SIGSYS) before it runs.
+    let int80 = r#"
+#include <stdio.h>
+int main(void) {
+    long r;
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+    printf("ALLOWED %ld\n", r);
+    return 0;
+}
+"#;
+    let out = run(&sb, Language::C, int80).await;
+    assert_eq!(out.status, RunStatus::RuntimeError, "{out:?}");
+    assert_eq!(out.signal, Some(libc::SIGSYS), "{out:?}");
+    assert!(!out.stdout.contains("ALLOWED"), "{}", out.stdout);
     assert_clean(&sb).await;
 }
 
