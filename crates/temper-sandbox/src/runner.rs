@@ -125,6 +125,7 @@ async fn prepare_zygote(cfg: &SandboxConfig, slot: &Slot) {
         nofile: cfg.nofile,
         fsize: cfg.fsize,
         deny_ipc: true,
+        warm_next: false,
     };
     if let Err(e) = slot.start_zygote(exec).await {
         tracing::warn!("{e}");
@@ -380,6 +381,7 @@ impl Sandbox {
             nofile: cfg.nofile,
             fsize: cfg.fsize,
             deny_ipc: false,
+            warm_next: false,
         }
     }
 
@@ -395,9 +397,9 @@ impl Sandbox {
         let Some(compile) = recipe.compile else { return Ok(None) };
         let (time_ms, memory_mb, output) = effective(&self.inner.cfg, COMPILE);
         slot.set_limits(self.group_limits(memory_mb))?;
-        let out = slot
-            .exec(self.exec(compile, time_ms), Vec::new(), Duration::from_millis(time_ms), output)
-            .await?;
+        // The run follows the compile in the same slot.
+        let exec = Exec { warm_next: true, ..self.exec(compile, time_ms) };
+        let out = slot.exec(exec, Vec::new(), Duration::from_millis(time_ms), output).await?;
         if out.spawn_error.is_none() && out.code == Some(0) && !out.timed_out {
             return Ok(None);
         }
@@ -411,13 +413,15 @@ impl Sandbox {
         Ok(Some(result))
     }
 
-    /// Runs the compiled (or interpreted) program once in `slot`.
+    /// Runs the compiled (or interpreted) program once in `slot`; `more` when another run follows
+    /// in the same slot.
     async fn run_in(
         &self,
         slot: &Slot,
         language: Language,
         stdin: &str,
         limits: Limits,
+        more: bool,
     ) -> Result<RunResult, SlotError> {
         let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
         slot.set_limits(self.group_limits(memory_mb))?;
@@ -427,7 +431,8 @@ impl Sandbox {
             slot.zygote_run(time_ms.div_ceil(1000), stdin.as_bytes().to_vec(), wall, output).await?
         } else {
             let argv = recipe(&self.inner.cfg, language).run;
-            slot.exec(self.exec(argv, time_ms), stdin.as_bytes().to_vec(), wall, output).await?
+            let exec = Exec { warm_next: more, ..self.exec(argv, time_ms) };
+            slot.exec(exec, stdin.as_bytes().to_vec(), wall, output).await?
         };
         Ok(to_result(out, time_ms, slot.peak_kb()))
     }
@@ -444,7 +449,7 @@ impl Sandbox {
             {
                 return Ok(compile_error);
             }
-            self.run_in(&slot, request.language, &request.stdin, request.limits).await
+            self.run_in(&slot, request.language, &request.stdin, request.limits, false).await
         }
         .await
         .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
@@ -471,7 +476,7 @@ impl Sandbox {
             {
                 return Ok(compile_error);
             }
-            self.run_in(&slot, request.language, &request.stdin, request.limits).await
+            self.run_in(&slot, request.language, &request.stdin, request.limits, false).await
         }
         .await
         .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
@@ -492,9 +497,10 @@ impl Sandbox {
             slot.set_limits(self.group_limits(memory_mb))?;
             slot.reset_peak();
             let argv = vec![self.inner.cfg.bash.clone(), "-c".into(), command.to_owned()];
+            // A session's next command comes in the same slot.
             let out = slot
                 .exec(
-                    self.exec(argv, time_ms),
+                    Exec { warm_next: true, ..self.exec(argv, time_ms) },
                     stdin.as_bytes().to_vec(),
                     Duration::from_millis(time_ms),
                     output,
@@ -523,8 +529,9 @@ impl Sandbox {
                     .collect());
             }
             let mut outcomes = Vec::with_capacity(tests.len());
-            for test in tests {
-                let result = self.run_in(&slot, language, &test.stdin, limits).await?;
+            for (i, test) in tests.iter().enumerate() {
+                let more = i + 1 < tests.len();
+                let result = self.run_in(&slot, language, &test.stdin, limits, more).await?;
                 let outcome = TestOutcome::judge(test, result);
                 let failed = !outcome.passed;
                 outcomes.push(outcome);

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -126,19 +126,14 @@ impl Slot {
             let _ = groups.remove();
             return Err(setup(e, "set cgroup limits"));
         }
-        let helper = match crate::isolation::spawn_helper(
-            &cfg.helper.0,
-            &cfg.helper.1,
-            theirs.as_raw_fd(),
-            &spec,
-        ) {
-            Ok(child) => child,
-            Err(e) => {
-                let _ = groups.remove();
-                return Err(setup(e, &format!("start the helper {}", cfg.helper.0.display())));
-            }
-        };
-        drop(theirs);
+        let helper =
+            match crate::isolation::spawn_helper(&cfg.helper.0, &cfg.helper.1, theirs, &spec) {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = groups.remove();
+                    return Err(setup(e, &format!("start the helper {}", cfg.helper.0.display())));
+                }
+            };
         let sock = crate::isolation::register(ours).map_err(|e| setup(e, "register the socket"))?;
         let mut slot = Self {
             helper,

@@ -73,6 +73,10 @@ pub struct Exec {
     /// shared across runs, such as the pre-imported Python's).
     #[serde(default)]
     pub deny_ipc: bool,
+    /// Another exec is likely to follow in this slot without a reset (a session's next
+    /// command, the run after a compile): prepare its process ahead of time.
+    #[serde(default)]
+    pub warm_next: bool,
 }
 
 /// From the helper to the supervisor.

@@ -6,10 +6,13 @@
 //! namespaces and forks the second ("init"), PID 1 of the new PID namespace; S then only waits.
 //! Init builds a fresh root (a small tmpfs with the runtime bound read-only, new `/proc`, a few
 //! device nodes, size-capped tmpfs `/work` and `/tmp`), pivots into it, and serves requests.
-//! Each exec forks a child that takes its descriptors, sets rlimits, becomes the unprivileged
-//! inner uid (dropping every capability), sets no-new-privileges, installs the seccomp filter
-//! and executes the program. When the program ends, init kills every other process of the
-//! namespace, so nothing it started survives it.
+//! Each exec runs in a child of init that sets no-new-privileges, installs the seccomp filter,
+//! takes its descriptors, sets rlimits, becomes the unprivileged inner uid (dropping every
+//! capability) and executes the program. Init forks that child ahead of time when it expects an
+//! exec (after start-up, after a reset, and after an exec that asks for it): the "spare" waits,
+//! already under the filter, for its exec, so the fork and the filter's attachment are off the
+//! request path. When the program ends, init kills every other process of the namespace, so
+//! nothing it started survives it.
 //!
 //! Any failure before `Ready` is reported as `SetupFailed` and nothing runs: the sandbox fails
 //! closed.
@@ -24,6 +27,7 @@ use std::path::Path;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use rustix::process::{Pid, PidfdFlags, Signal};
 use seccompiler::BpfProgram;
 
@@ -347,14 +351,68 @@ fn filter_for<'a>(filters: &'a [BpfProgram; 2], exec: &Exec) -> &'a BpfProgram {
     &filters[usize::from(exec.deny_ipc)]
 }
 
+/// A child forked ahead of the next exec, already under the seccomp filter of programs in their
+/// own IPC namespace; it waits on `sock` for the exec and its descriptors.
+struct Spare {
+    pid: i32,
+    sock: OwnedFd,
+}
+
+/// Forks a spare; `None` if that fails (the next exec then forks as usual).
+fn fork_spare(spec: &SlotSpec, filter: &BpfProgram) -> Option<Spare> {
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    // SAFETY: init is single-threaded.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        drop(ours);
+        spare_main(spec, filter, &theirs);
+    }
+    (pid > 0).then_some(Spare { pid, sock: ours })
+}
+
+/// The spare: filter first, then wait for the exec (with stdin, stdout, stderr and the error
+/// pipe) and run it as any exec child does.
+fn spare_main(spec: &SlotSpec, filter: &BpfProgram, sock: &OwnedFd) -> ! {
+    let code = (|| -> Result<i32> {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+            .map_err(rx("pdeathsig"))?;
+        rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
+        seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
+        let Some((exec, mut fds)) = chan::recv::<Exec>(sock.as_fd()).map_err(os("recv"))? else {
+            return Ok(0);
+        };
+        if fds.len() != 4 {
+            return Ok(125);
+        }
+        let err = fds.pop().expect("four descriptors");
+        let message = exec_child(spec, None, &exec, &fds).unwrap_err();
+        let _ = (&fs::File::from(err)).write_all(message.as_bytes());
+        Ok(127)
+    })();
+    // SAFETY: leave without running the parent image's destructors.
+    unsafe { libc::_exit(code.unwrap_or(126)) }
+}
+
 fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
     // The long-lived program (pre-imported Python), spared by kills and resets.
     let mut keep: Option<i32> = None;
+    // Dropped before anything that kills processes: a killed spare is reaped with the rest.
+    let mut spare = fork_spare(spec, &filters[0]);
     loop {
         let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
+        let mut warm_next = false;
         let reply = match msg {
             ToSlot::Exec(exec) => {
-                run_exec(sock, spec, filter_for(filters, &exec), &exec, fds, &mut keep)
+                warm_next = exec.warm_next;
+                let ready = if exec.deny_ipc { None } else { spare.take() };
+                spare = None;
+                run_exec(sock, spec, filter_for(filters, &exec), ready, &exec, fds, &mut keep)
             }
             ToSlot::Spawn(exec) => {
                 let result = spawn(spec, filter_for(filters, &exec), &exec, fds);
@@ -364,10 +422,16 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
                 FromSlot::Spawned { result }
             }
             ToSlot::Kill => {
+                spare = None;
                 kill_all(&mut keep);
                 continue;
             }
-            ToSlot::Reset => FromSlot::ResetDone { error: reset(spec, &mut keep).err() },
+            ToSlot::Reset => {
+                spare = None;
+                let error = reset(spec, &mut keep).err();
+                warm_next = error.is_none();
+                FromSlot::ResetDone { error }
+            }
             ToSlot::WriteFile { path, size, mode } => {
                 file_reply(write_file(&path, size, mode, fds))
             }
@@ -377,7 +441,11 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
         if chan::send(sock.as_fd(), &reply, &[]).is_err() {
             break;
         }
+        if warm_next && spare.is_none() {
+            spare = fork_spare(spec, &filters[0]);
+        }
     }
+    drop(spare);
     keep = None;
     kill_all(&mut keep);
 }
@@ -397,7 +465,7 @@ fn spawn(
     // SAFETY: init is single-threaded.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let message = exec_child(spec, filter, exec, &fds).unwrap_err();
+        let message = exec_child(spec, Some(filter), exec, &fds).unwrap_err();
         let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
         // SAFETY: leave without running the parent image's destructors.
         unsafe { libc::_exit(127) };
@@ -523,6 +591,7 @@ fn run_exec(
     sock: &OwnedFd,
     spec: &SlotSpec,
     filter: &BpfProgram,
+    spare: Option<Spare>,
     exec: &Exec,
     fds: Vec<OwnedFd>,
     keep: &mut Option<i32>,
@@ -547,14 +616,34 @@ fn run_exec(
         return exited(None, None, 0.0, 0, Some("pipe failed".into()));
     };
     let before = children_usage();
-    // SAFETY: init is single-threaded.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let message = exec_child(spec, filter, exec, &fds).unwrap_err();
-        let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
-        // SAFETY: leave without running destructors or atexit handlers of the parent image.
-        unsafe { libc::_exit(127) };
-    }
+    let handed = spare.and_then(|spare| {
+        let with = [fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd(), err_w.as_fd()];
+        if chan::send(spare.sock.as_fd(), exec, &with).is_ok() {
+            return Some(spare.pid);
+        }
+        // The spare is gone (or broken): end it and fork as usual.
+        // SAFETY: signals and reaps our own child.
+        unsafe {
+            libc::kill(spare.pid, libc::SIGKILL);
+            libc::waitpid(spare.pid, std::ptr::null_mut(), 0);
+        }
+        None
+    });
+    let pid = match handed {
+        Some(pid) => pid,
+        None => {
+            // SAFETY: init is single-threaded.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let message = exec_child(spec, Some(filter), exec, &fds).unwrap_err();
+                let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
+                // SAFETY: leave without running destructors or atexit handlers of the parent
+                // image.
+                unsafe { libc::_exit(127) };
+            }
+            pid
+        }
+    };
     drop(err_w);
     drop(fds);
     if pid < 0 {
@@ -642,12 +731,18 @@ fn c_strings(items: &[String]) -> Result<Vec<CString>> {
 }
 
 /// In the forked child: descriptors, limits, credentials, seccomp, exec. Returns only on error.
+/// Becomes the program: `filter` is installed first unless the caller (a spare) already runs
+/// under it.
 fn exec_child(
     spec: &SlotSpec,
-    filter: &BpfProgram,
+    filter: Option<&BpfProgram>,
     exec: &Exec,
     fds: &[OwnedFd],
 ) -> Result<std::convert::Infallible> {
+    if let Some(filter) = filter {
+        rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
+        seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
+    }
     rustix::stdio::dup2_stdin(&fds[0]).map_err(rx("dup2 stdin"))?;
     rustix::stdio::dup2_stdout(&fds[1]).map_err(rx("dup2 stdout"))?;
     rustix::stdio::dup2_stderr(&fds[2]).map_err(rx("dup2 stderr"))?;
@@ -678,10 +773,9 @@ fn exec_child(
     let uid = rustix::process::Uid::from_raw(uid);
     // From uid 0 to a non-zero uid: the kernel clears every capability set.
     rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(rx("setresuid"))?;
+    // The death signal is cleared by the credential change, so it is set after it.
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(rx("pdeathsig"))?;
-    rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
-    seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
     let argv = c_strings(&exec.argv)?;
     let env = c_strings(&exec.env)?;
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();

@@ -3,7 +3,7 @@
 //!
 //! [`helper_main`] is the entry point of the slot helper process, run as
 //! `<program> __sandbox-slot <socket fd> <spec json>`; [`spawn_helper`] starts it with that
-//! socket.
+//! socket as descriptor 0.
 
 mod helper;
 mod seccomp;
@@ -13,36 +13,25 @@ pub use helper::helper_main;
 /// The first argument that turns a binary into the slot helper.
 pub const HELPER_ARG: &str = "__sandbox-slot";
 
-/// Starts the helper `program args... <fd> <spec>`, handing it `fd` (which stays close-on-exec
-/// in this process, so no other child inherits it).
-#[expect(unsafe_code, reason = "pre_exec runs fcntl between fork and exec")]
+/// Starts the helper `program args... 0 <spec>` with `socket` as its standard input (descriptor
+/// 0). Handing the socket over as stdin needs no code between fork and exec, so the standard
+/// library can start the helper with `posix_spawn` (a vfork, without copying this process's page
+/// tables), and no other child can inherit the socket.
 pub fn spawn_helper(
     program: &std::path::Path,
     args: &[String],
-    fd: std::os::fd::RawFd,
+    socket: std::os::fd::OwnedFd,
     spec: &str,
 ) -> std::io::Result<tokio::process::Child> {
-    let mut command = tokio::process::Command::new(program);
-    command
+    tokio::process::Command::new(program)
         .args(args)
-        .arg(fd.to_string())
+        .arg("0")
         .arg(spec)
-        .stdin(std::process::Stdio::null())
+        .stdin(std::process::Stdio::from(socket))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    // SAFETY: the closure calls only fcntl, which is async-signal-safe, on a descriptor that is
-    // open in the parent and so in the forked child.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        });
-    }
-    command.spawn()
+        .kill_on_drop(true)
+        .spawn()
 }
 
 /// Registers an owned socket with the async runtime.

@@ -180,6 +180,34 @@ print("processes", len([p for p in os.listdir("/proc") if p.isdigit()]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_exec_path_confines_the_same() {
+    // An exec runs in a child forked ahead of time (after start-up, a reset, or an exec that
+    // asked for it) or, failing that, forked on the spot; both must confine alike.
+    let sb = sandbox().await;
+    let slot = sb.session_slot().await.expect("slot");
+    let probe = "grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t ' ' '; ls /proc/self/fd | sort | tr '\\n' ' '; echo";
+    let mut seen = Vec::new();
+    for warm_next in [true, true, false, false] {
+        let mut exec = sb.exec_request(vec!["/bin/sh".into(), "-c".into(), probe.into()], 5_000);
+        exec.warm_next = warm_next;
+        let out = slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("exec");
+        assert_eq!(out.code, Some(0), "{out:?}");
+        seen.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let uid = sb.config().inner_uid;
+    let expected = format!(
+        "Uid: {uid} {uid} {uid} {uid}\nGid: {uid} {uid} {uid} {uid}\nCapInh: 0000000000000000\n\
+         CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\n\
+         CapAmb: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n0 1 2 3 \n"
+    );
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s, &expected, "exec {i}");
+    }
+    sb.retire(slot);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_imported_python_behaves_like_python() {
     let cfg = temper_sandbox::SandboxConfig {
         python_preimport: true,
