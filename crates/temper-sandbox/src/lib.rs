@@ -10,9 +10,10 @@
 //! - its own user, PID, mount, network (empty: no interface is up), IPC, UTS and cgroup
 //!   namespaces; inside, the program runs as an unprivileged uid mapped to an unprivileged host
 //!   uid, with every capability dropped, an empty bounding set and no new privileges;
-//! - seccomp filters refusing mount, namespace, tracing, keyring, io_uring, BPF, perf,
-//!   userfaultfd, module, time and host-changing syscalls (`EPERM`), the x32 ABI, and `clone3`
-//!   (`ENOSYS`, so `clone`'s flags can be checked);
+//! - a seccomp filter refusing mount, namespace, tracing, keyring, io_uring, BPF, perf,
+//!   userfaultfd, module, time and host-changing syscalls (`EPERM`), `clone` with namespace
+//!   flags, the x32 ABI and 32-bit calls (the process is killed), and `clone3` (`ENOSYS`, so
+//!   `clone`'s flags can be checked);
 //! - limits: wall-clock (the supervisor kills), CPU time and open files and file size (rlimits),
 //!   memory (no swap), processes and CPU share (cgroups), bytes of each output stream;
 //! - when a run ends every process it started is killed, double-forked daemons and `setsid`
@@ -33,8 +34,12 @@
 //!
 //! A *slot* ([`Slot`]) is one isolated sandbox: a small helper process that built the
 //! namespaces and its init (PID 1 inside), with its cgroups. [`Sandbox`] keeps a pool of warm
-//! slots, takes one per run, and afterwards resets it (fresh filesystems, a new IPC namespace, no
-//! process left) for reuse, up to [`SandboxConfig::max_runs_per_slot`] runs. It implements
+//! slots, lends one per run ([`Sandbox::slot`]; the pool counts it as coming back and does not
+//! build a replacement), and afterwards resets it (fresh filesystems, a new IPC namespace, no
+//! process left) for reuse, up to [`SandboxConfig::max_runs_per_slot`] runs; a session keeps its
+//! slot ([`Sandbox::session_slot`]) and the pool replaces it. Inside a slot, init forks the next
+//! exec's process ahead of time, already under the seccomp filter, so a run costs little more
+//! than an `execve`. It implements
 //! `CodeRunner` (compiling C and C++ once per `run_tests`). [`server`] serves it over HTTP with
 //! sessions (`temper sandbox serve`).
 //!
