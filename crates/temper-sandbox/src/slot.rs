@@ -2,6 +2,7 @@
 //! cgroups, and running execs and file transfers in it.
 
 use std::fs;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -326,55 +327,71 @@ impl Slot {
         let start = Instant::now();
         self.send(&ToSlot::Exec(exec), &[fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()]).await?;
         drop(fds);
-        let RunIo { stdout, stderr, over, feed } = io;
-
-        let mut timed_out = false;
-        let mut output_over = false;
-        let deadline = tokio::time::sleep(wall);
-        tokio::pin!(deadline);
-        let reply = tokio::select! {
-            reply = self.recv() => Some(reply),
-            () = &mut deadline => { timed_out = true; None }
-            () = over.notified() => { output_over = true; None }
-        };
-        let reply = match reply {
-            Some(reply) => reply,
-            None => {
-                self.send(&ToSlot::Kill, &[]).await?;
-                match tokio::time::timeout(KILL_GRACE, self.recv()).await {
-                    Ok(reply) => reply,
-                    Err(_) => {
-                        self.broken.store(true, Ordering::Relaxed);
-                        let _ = self.groups().kill();
-                        Err(SlotError::Broken("the slot did not stop after a kill".into()))
-                    }
-                }
-            }
-        }?;
+        let (reply, ending) = self.await_end(wall, &io.over, || self.recv()).await;
+        let reply = reply?;
         let wall_time = start.elapsed();
-        feed.abort();
-        let (out, out_over) = collect(stdout).await;
-        let (err, err_over) = collect(stderr).await;
         let FromSlot::Exited { code, signal, cpu_ms, max_rss_kb, spawn_error } = reply else {
             self.broken.store(true, Ordering::Relaxed);
             return Err(SlotError::Broken(format!("unexpected reply {reply:?}")));
         };
-        Ok(ExecOutcome {
-            code,
-            signal,
-            cpu_ms,
-            max_rss_kb,
-            spawn_error,
-            stdout: out,
-            stderr: err,
-            output_over: output_over || out_over || err_over,
-            timed_out,
-            memory_limit: {
-                let now = self.groups().oom_kills();
-                now > self.oom_seen.swap(now, Ordering::Relaxed)
-            },
-            wall: wall_time,
-        })
+        let finished = self.outcome(io, ending, wall_time).await;
+        Ok(ExecOutcome { code, signal, cpu_ms, max_rss_kb, spawn_error, ..finished })
+    }
+
+    /// Waits for the reply that ends a run; past `wall`, or when an output stream goes over its
+    /// cap, asks init to kill the run and waits a little longer. A slot that does not stop then
+    /// is broken and its cgroup killed.
+    async fn await_end<T, F: Future<Output = Result<T, SlotError>>>(
+        &self,
+        wall: Duration,
+        over: &tokio::sync::Notify,
+        mut reply: impl FnMut() -> F,
+    ) -> (Result<T, SlotError>, Ending) {
+        let mut ending = Ending { timed_out: false, output_over: false };
+        let deadline = tokio::time::sleep(wall);
+        tokio::pin!(deadline);
+        let first = tokio::select! {
+            r = reply() => Some(r),
+            () = &mut deadline => { ending.timed_out = true; None }
+            () = over.notified() => { ending.output_over = true; None }
+        };
+        if let Some(r) = first {
+            return (r, ending);
+        }
+        if let Err(e) = self.send(&ToSlot::Kill, &[]).await {
+            return (Err(e), ending);
+        }
+        let r = match tokio::time::timeout(KILL_GRACE, reply()).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.broken.store(true, Ordering::Relaxed);
+                let _ = self.groups().kill();
+                Err(SlotError::Broken("the run did not stop after a kill".into()))
+            }
+        };
+        (r, ending)
+    }
+
+    /// The outcome of a finished run: its output (read to the end) and whether it hit a limit;
+    /// the caller fills in what the slot reported (exit code, signal, CPU time, memory).
+    async fn outcome(&self, io: RunIo, ending: Ending, wall: Duration) -> ExecOutcome {
+        io.feed.abort();
+        let (stdout, out_over) = collect(io.stdout).await;
+        let (stderr, err_over) = collect(io.stderr).await;
+        let now = self.groups().oom_kills();
+        ExecOutcome {
+            code: None,
+            signal: None,
+            cpu_ms: 0.0,
+            max_rss_kb: 0,
+            spawn_error: None,
+            stdout,
+            stderr,
+            output_over: ending.output_over || out_over || err_over,
+            timed_out: ending.timed_out,
+            memory_limit: now > self.oom_seen.swap(now, Ordering::Relaxed),
+            wall,
+        }
     }
 
     /// Whether the slot has a live pre-imported Python.
@@ -428,31 +445,13 @@ impl Slot {
         let request = serde_json::json!({"cpu_s": cpu_s});
         let start = Instant::now();
         let (io, fds) = io_pipes(stdin, output_cap)?;
-        let RunIo { stdout, stderr, over, feed } = io;
         send_on(&zygote, &request, &[fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()])
             .await
             .inspect_err(|_| {
                 *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
             })?;
         drop(fds);
-        let mut timed_out = false;
-        let mut output_over = false;
-        let deadline = tokio::time::sleep(wall);
-        tokio::pin!(deadline);
-        let reply = tokio::select! {
-            reply = recv_json(&zygote) => Some(reply),
-            () = &mut deadline => { timed_out = true; None }
-            () = over.notified() => { output_over = true; None }
-        };
-        let reply = match reply {
-            Some(reply) => reply,
-            None => {
-                self.send(&ToSlot::Kill, &[]).await?;
-                tokio::time::timeout(KILL_GRACE, recv_json(&zygote)).await.unwrap_or_else(|_| {
-                    Err(SlotError::Broken("the run did not stop after a kill".into()))
-                })
-            }
-        };
+        let (reply, ending) = self.await_end(wall, &io.over, || recv_json(&zygote)).await;
         let reply = match reply {
             Ok(v) => v,
             Err(e) => {
@@ -462,26 +461,13 @@ impl Slot {
                 return Err(e);
             }
         };
-        feed.abort();
-        let (out, out_over) = collect(stdout).await;
-        let (err, err_over) = collect(stderr).await;
+        let wall_time = start.elapsed();
         let num = |k: &str| reply.get(k).and_then(serde_json::Value::as_i64).map(|v| v as i32);
-        Ok(ExecOutcome {
-            code: num("code"),
-            signal: num("signal"),
-            cpu_ms: reply.get("cpu_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
-            max_rss_kb: reply.get("max_rss_kb").and_then(serde_json::Value::as_u64).unwrap_or(0),
-            spawn_error: None,
-            stdout: out,
-            stderr: err,
-            output_over: output_over || out_over || err_over,
-            timed_out,
-            memory_limit: {
-                let now = self.groups().oom_kills();
-                now > self.oom_seen.swap(now, Ordering::Relaxed)
-            },
-            wall: start.elapsed(),
-        })
+        let cpu_ms = reply.get("cpu_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+        let max_rss_kb = reply.get("max_rss_kb").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let (code, signal) = (num("code"), num("signal"));
+        let finished = self.outcome(io, ending, wall_time).await;
+        Ok(ExecOutcome { code, signal, cpu_ms, max_rss_kb, ..finished })
     }
 
     /// Writes `data` to `path` under `/work`.
@@ -539,6 +525,12 @@ impl Slot {
 }
 
 /// The supervisor's ends of a run's standard streams.
+/// What ended a run early, if anything.
+struct Ending {
+    timed_out: bool,
+    output_over: bool,
+}
+
 struct RunIo {
     stdout: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>,
     stderr: tokio::task::JoinHandle<io::Result<(Vec<u8>, bool)>>,

@@ -124,27 +124,20 @@ fn bare_latency(dir: &std::path::Path, command: &[&str], runs: usize) -> anyhow:
     Ok(summary(ms))
 }
 
-/// Runs per second of the program started with no isolation at `concurrency`, for reference.
-fn bare_throughput(
-    dir: &std::path::Path,
-    command: &'static [&'static str],
+/// Runs per second of `once` called from `concurrency` threads, `runs` times in all.
+fn threaded_rate(
     runs: usize,
     concurrency: usize,
+    once: impl Fn() -> anyhow::Result<()> + Sync,
 ) -> anyhow::Result<f64> {
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let program = if command[0] == TRIVIAL { dir.join("trivial") } else { command[0].into() };
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..concurrency)
             .map(|_| {
-                let (next, program) = (Arc::clone(&next), &program);
-                s.spawn(move || {
+                s.spawn(|| {
                     while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < runs {
-                        let status = Command::new(program)
-                            .args(&command[1..])
-                            .stdin(Stdio::null())
-                            .status()?;
-                        anyhow::ensure!(status.success(), "{command:?} failed");
+                        once()?;
                     }
                     anyhow::Ok(())
                 })
@@ -155,6 +148,21 @@ fn bare_throughput(
             .try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a bench thread panicked"))?)
     })?;
     Ok(runs as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Runs per second of the program started with no isolation at `concurrency`, for reference.
+fn bare_throughput(
+    dir: &std::path::Path,
+    command: &'static [&'static str],
+    runs: usize,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    let program = if command[0] == TRIVIAL { dir.join("trivial") } else { command[0].into() };
+    threaded_rate(runs, concurrency, || {
+        let status = Command::new(&program).args(&command[1..]).stdin(Stdio::null()).status()?;
+        anyhow::ensure!(status.success(), "{command:?} failed");
+        Ok(())
+    })
 }
 
 /// Runs per second at `concurrency`, each run taking a slot from the pool and handing it back
@@ -248,25 +256,7 @@ fn bwrap_throughput(
     runs: usize,
     concurrency: usize,
 ) -> anyhow::Result<f64> {
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..concurrency)
-            .map(|_| {
-                let next = Arc::clone(&next);
-                s.spawn(move || {
-                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < runs {
-                        bwrap_once(dir, command)?;
-                    }
-                    anyhow::Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a bench thread panicked"))?)
-    })?;
-    Ok(runs as f64 / start.elapsed().as_secs_f64())
+    threaded_rate(runs, concurrency, || bwrap_once(dir, command))
 }
 
 /// Holds `n` idle slots at once, then checks that each still runs a command correctly.
