@@ -11,8 +11,8 @@
 //!   namespaces; inside, the program runs as an unprivileged uid mapped to an unprivileged host
 //!   uid, with every capability dropped, an empty bounding set and no new privileges;
 //! - a seccomp filter refusing mount, namespace, tracing, keyring, io_uring, BPF, perf,
-//!   userfaultfd, module, time and host-changing syscalls (`EPERM`), `clone` with namespace
-//!   flags, the x32 ABI and 32-bit calls (the process is killed), and `clone3` (`ENOSYS`, so
+//!   userfaultfd, module, time and host-changing syscalls, `clone` with namespace flags and the
+//!   x32 ABI (all `EPERM`), 32-bit calls (the process is killed), and `clone3` (`ENOSYS`, so
 //!   `clone`'s flags can be checked);
 //! - limits: wall-clock (the supervisor kills), CPU time and open files and file size (rlimits),
 //!   memory (no swap), processes and CPU share (cgroups), bytes of each output stream;

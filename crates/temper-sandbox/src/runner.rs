@@ -103,6 +103,10 @@ pub struct Sandbox {
     inner: Arc<Inner>,
 }
 
+/// The longest a slot's reset may take before the slot is destroyed instead (the slot's own
+/// wait for killed processes is 5 s).
+const RESET_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// The source of the pre-imported Python.
 const ZYGOTE: &str = include_str!("zygote.py");
 
@@ -254,7 +258,14 @@ impl Sandbox {
                     self.inner.refill.notify_one();
                     self.inner.cold_starts.fetch_add(1, Ordering::Relaxed);
                     let mut slot = Self::build(&self.inner).await?;
-                    if lend {
+                    // Counted as coming back only where the pool has room for it.
+                    let counted = self.inner.pool.lock().unwrap_or_else(|p| p.into_inner()).len()
+                        + self.inner.returning.load(Ordering::SeqCst)
+                        + self.inner.lent.load(Ordering::SeqCst);
+                    if lend
+                        && slot.runs() + 1 < self.inner.cfg.max_runs_per_slot
+                        && counted < self.inner.cfg.pool_size
+                    {
                         self.lend(&mut slot);
                     }
                     return Ok(slot);
@@ -302,15 +313,23 @@ impl Sandbox {
                 slot.destroy().await;
                 return;
             }
-            let fresh = slot.is_usable() && slot.reset().await.is_ok();
+            // A reset that hangs must not hold its place in the pool for ever.
+            let fresh = slot.is_usable()
+                && tokio::time::timeout(RESET_TIMEOUT, slot.reset()).await.is_ok_and(|r| r.is_ok());
             if fresh {
                 prepare_zygote(&inner.cfg, &slot).await;
             }
-            let leftover = if fresh && !inner.closed.load(Ordering::Relaxed) {
-                inner.pool.lock().unwrap_or_else(|p| p.into_inner()).push_back(slot);
-                None
-            } else {
-                Some(slot)
+            let leftover = {
+                let mut pool = inner.pool.lock().unwrap_or_else(|p| p.into_inner());
+                if fresh
+                    && !inner.closed.load(Ordering::Relaxed)
+                    && pool.len() < inner.cfg.pool_size
+                {
+                    pool.push_back(slot);
+                    None
+                } else {
+                    Some(slot)
+                }
             };
             inner.returning.fetch_sub(1, Ordering::SeqCst);
             inner.refill.notify_one();

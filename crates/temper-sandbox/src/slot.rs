@@ -89,6 +89,12 @@ pub struct Slot {
     zygote: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
     /// Set while the slot is lent out for a run and expected back in the pool.
     pub(crate) lease: Option<crate::runner::Lease>,
+    /// Replies the slot's init still owes. A request abandoned half-way (its future dropped)
+    /// leaves one owed, which the next request would take for its own: the slot is then out of
+    /// step and is treated as broken.
+    owed: std::sync::atomic::AtomicU32,
+    /// Set while a pre-imported run's reply is owed, for the same reason.
+    zygote_owed: AtomicBool,
 }
 
 impl Slot {
@@ -148,6 +154,8 @@ impl Slot {
             limits: std::sync::Mutex::new(Some(limits)),
             zygote: std::sync::Mutex::new(None),
             lease: None,
+            owed: std::sync::atomic::AtomicU32::new(0),
+            zygote_owed: AtomicBool::new(false),
         };
         match tokio::time::timeout(SETUP_TIMEOUT, slot.handshake(cfg)).await {
             Ok(Ok(())) => {
@@ -232,10 +240,23 @@ impl Slot {
         msg: &ToSlot,
         fds: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<(), SlotError> {
+        let wants_reply = !matches!(msg, ToSlot::Kill | ToSlot::MapsDone);
+        if wants_reply && self.owed.load(Ordering::SeqCst) > 0 {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(SlotError::Broken(
+                "an earlier request was abandoned before its reply".into(),
+            ));
+        }
         loop {
             let mut guard = self.sock.writable().await.map_err(broken)?;
             match guard.try_io(|fd| chan::send(fd.get_ref().as_fd(), msg, fds)) {
-                Ok(result) => return result.map_err(broken),
+                Ok(result) => {
+                    result.map_err(broken)?;
+                    if wants_reply {
+                        self.owed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    return Ok(());
+                }
                 Err(_would_block) => continue,
             }
         }
@@ -245,7 +266,13 @@ impl Slot {
         loop {
             let mut guard = self.sock.readable().await.map_err(broken)?;
             match guard.try_io(|fd| chan::recv::<FromSlot>(fd.get_ref().as_fd())) {
-                Ok(Ok(Some((msg, _fds)))) => return Ok(msg),
+                Ok(Ok(Some((msg, _fds)))) => {
+                    // Set-up messages come unasked; replies settle what is owed.
+                    let _ = self
+                        .owed
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                    return Ok(msg);
+                }
                 Ok(Ok(None)) => return Err(SlotError::Broken("the slot closed its socket".into())),
                 Ok(Err(e)) => return Err(broken(e)),
                 Err(_would_block) => continue,
@@ -437,6 +464,13 @@ impl Slot {
         output_cap: u64,
     ) -> Result<ExecOutcome, SlotError> {
         let _busy = self.busy.lock().await;
+        if self.zygote_owed.load(Ordering::SeqCst) {
+            *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(SlotError::Broken(
+                "an earlier pre-imported run was abandoned before its reply".into(),
+            ));
+        }
         let zygote = self.zygote.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(zygote) = zygote else {
             return Err(SlotError::Broken("no pre-imported Python".into()));
@@ -451,9 +485,13 @@ impl Slot {
                 *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
             })?;
         drop(fds);
+        self.zygote_owed.store(true, Ordering::SeqCst);
         let (reply, ending) = self.await_end(wall, &io.over, || recv_json(&zygote)).await;
         let reply = match reply {
-            Ok(v) => v,
+            Ok(v) => {
+                self.zygote_owed.store(false, Ordering::SeqCst);
+                v
+            }
             Err(e) => {
                 // The pre-imported Python died (a run may kill it): the slot is not reused.
                 *self.zygote.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -466,6 +504,15 @@ impl Slot {
         let cpu_ms = reply.get("cpu_ms").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
         let max_rss_kb = reply.get("max_rss_kb").and_then(serde_json::Value::as_u64).unwrap_or(0);
         let (code, signal) = (num("code"), num("signal"));
+        // What the run left running (a daemon it forked) dies now, as after any exec.
+        self.send(&ToSlot::Sweep, &[]).await?;
+        match self.recv().await? {
+            FromSlot::Swept { all_gone: true } => {}
+            other => {
+                self.broken.store(true, Ordering::Relaxed);
+                return Err(SlotError::Broken(format!("sweep after the run failed: {other:?}")));
+            }
+        }
         let finished = self.outcome(io, ending, wall_time).await;
         Ok(ExecOutcome { code, signal, cpu_ms, max_rss_kb, ..finished })
     }

@@ -31,8 +31,11 @@ pub enum ToSlot {
     /// Start a long-lived program (the pre-imported Python) that outlives runs: it is spared by
     /// kills and resets. Three descriptors travel with it, as for `Exec`.
     Spawn(Exec),
-    /// Kill every process of the slot except its init.
+    /// Kill every process of the slot except its init (and the long-lived program); no reply
+    /// (it can come while an exec is running, whose reply then follows).
     Kill,
+    /// Like `Kill`, between runs, answered with `Swept` once the processes are gone.
+    Sweep,
     /// Make the slot fresh for another run: kill every process, replace `/work`, `/tmp` and
     /// `/dev/shm` with empty filesystems, and enter a new IPC namespace.
     Reset,
@@ -114,6 +117,11 @@ pub enum FromSlot {
     Spawned {
         /// Its pid inside the slot, or why it could not start.
         result: Result<i32, String>,
+    },
+    /// A sweep ended.
+    Swept {
+        /// Whether every process but init and the long-lived program is gone.
+        all_gone: bool,
     },
     /// A reset ended.
     ResetDone {

@@ -283,9 +283,12 @@ fn build_root(spec: &SlotSpec) -> Result<()> {
     Ok(())
 }
 
+/// How long `kill_all` waits for killed processes to go when it must spare one.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Kills every process of the namespace but init (and the kept long-lived program, when it is
-/// still alive), and reaps them.
-fn kill_all(keep: &mut Option<i32>) {
+/// still alive), and reaps them; `false` if some were still there after `KILL_WAIT`.
+fn kill_all(keep: &mut Option<i32>) -> bool {
     let Some(kept) = *keep else {
         // SAFETY: kill(-1) from PID 1 of a PID namespace reaches only that namespace.
         unsafe { libc::kill(-1, libc::SIGKILL) };
@@ -296,10 +299,12 @@ fn kill_all(keep: &mut Option<i32>) {
                 break;
             }
         }
-        return;
+        return true;
     };
     // Everything but init and the kept program, until only they are left (bounded).
-    for _ in 0..200 {
+    let deadline = std::time::Instant::now() + KILL_WAIT;
+    let mut all_gone = false;
+    while std::time::Instant::now() < deadline {
         let mut others = 0;
         if let Ok(entries) = fs::read_dir("/proc") {
             for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
@@ -321,6 +326,7 @@ fn kill_all(keep: &mut Option<i32>) {
             }
         }
         if others == 0 {
+            all_gone = true;
             break;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -330,6 +336,7 @@ fn kill_all(keep: &mut Option<i32>) {
     if unsafe { libc::kill(kept, 0) } != 0 {
         *keep = None;
     }
+    all_gone
 }
 
 fn children_usage() -> libc::rusage {
@@ -358,6 +365,32 @@ struct Spare {
     sock: OwnedFd,
 }
 
+/// What a spare sends once it runs under the filter.
+const SPARE_READY: &str = "ready";
+
+impl Spare {
+    /// Waits for the spare to be ready (it usually is long before the exec comes); `None`, with
+    /// the spare ended and reaped, if it failed to get there.
+    fn ready(self) -> Option<Self> {
+        if let Ok(Some((word, _))) = chan::recv::<String>(self.sock.as_fd())
+            && word == SPARE_READY
+        {
+            return Some(self);
+        }
+        self.end();
+        None
+    }
+
+    /// Kills and reaps the spare.
+    fn end(self) {
+        // SAFETY: signals and reaps our own child, which nothing else reaps.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 /// Forks a spare; `None` if that fails (the next exec then forks as usual).
 fn fork_spare(spec: &SlotSpec, filter: &BpfProgram) -> Option<Spare> {
     let (ours, theirs) = rustix::net::socketpair(
@@ -384,6 +417,8 @@ fn spare_main(spec: &SlotSpec, filter: &BpfProgram, sock: &OwnedFd) -> ! {
             .map_err(rx("pdeathsig"))?;
         rustix::thread::set_no_new_privs(true).map_err(rx("no_new_privs"))?;
         seccompiler::apply_filter(filter).map_err(|e| format!("seccomp: {e}"))?;
+        // Ready: init hands an exec only to a spare that said so.
+        chan::send(sock.as_fd(), &SPARE_READY, &[]).map_err(os("send"))?;
         let Some((exec, mut fds)) = chan::recv::<Exec>(sock.as_fd()).map_err(os("recv"))? else {
             return Ok(0);
         };
@@ -402,7 +437,7 @@ fn spare_main(spec: &SlotSpec, filter: &BpfProgram, sock: &OwnedFd) -> ! {
 fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
     // The long-lived program (pre-imported Python), spared by kills and resets.
     let mut keep: Option<i32> = None;
-    // Dropped before anything that kills processes: a killed spare is reaped with the rest.
+    // Ended before anything that kills processes.
     let mut spare = fork_spare(spec, &filters[0]);
     loop {
         let Ok(Some((msg, fds))) = chan::recv::<ToSlot>(sock.as_fd()) else { break };
@@ -410,9 +445,11 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
         let reply = match msg {
             ToSlot::Exec(exec) => {
                 warm_next = exec.warm_next;
-                let ready = if exec.deny_ipc { None } else { spare.take() };
-                spare = None;
-                run_exec(sock, spec, filter_for(filters, &exec), ready, &exec, fds, &mut keep)
+                let handed = if exec.deny_ipc { None } else { spare.take() };
+                if let Some(unused) = spare.take() {
+                    unused.end();
+                }
+                run_exec(sock, spec, filter_for(filters, &exec), handed, &exec, fds, &mut keep)
             }
             ToSlot::Spawn(exec) => {
                 let result = spawn(spec, filter_for(filters, &exec), &exec, fds);
@@ -422,12 +459,22 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
                 FromSlot::Spawned { result }
             }
             ToSlot::Kill => {
-                spare = None;
+                if let Some(spare) = spare.take() {
+                    spare.end();
+                }
                 kill_all(&mut keep);
                 continue;
             }
+            ToSlot::Sweep => {
+                if let Some(spare) = spare.take() {
+                    spare.end();
+                }
+                FromSlot::Swept { all_gone: kill_all(&mut keep) }
+            }
             ToSlot::Reset => {
-                spare = None;
+                if let Some(spare) = spare.take() {
+                    spare.end();
+                }
                 let error = reset(spec, &mut keep).err();
                 warm_next = error.is_none();
                 FromSlot::ResetDone { error }
@@ -445,7 +492,9 @@ fn serve(sock: &OwnedFd, spec: &SlotSpec, filters: &[BpfProgram; 2]) {
             spare = fork_spare(spec, &filters[0]);
         }
     }
-    drop(spare);
+    if let Some(spare) = spare {
+        spare.end();
+    }
     keep = None;
     kill_all(&mut keep);
 }
@@ -465,7 +514,12 @@ fn spawn(
     // SAFETY: init is single-threaded.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let message = exec_child(spec, Some(filter), exec, &fds).unwrap_err();
+        // Its own IPC namespace: the long-lived program outlives resets, which renew init's, so
+        // it must not share one with the ordinary programs of this or a later run.
+        // SAFETY: unshare affects only this child, still root of the user namespace.
+        let message = check("unshare(ipc)", unsafe { libc::unshare(libc::CLONE_NEWIPC) })
+            .and_then(|()| exec_child(spec, Some(filter), exec, &fds).map(|never| match never {}))
+            .unwrap_err();
         let _ = (&fs::File::from(err_w)).write_all(message.as_bytes());
         // SAFETY: leave without running the parent image's destructors.
         unsafe { libc::_exit(127) };
@@ -483,7 +537,9 @@ fn spawn(
 /// A fresh start inside the same namespaces: no process left, empty writable filesystems, a new
 /// IPC namespace (System V objects and POSIX message queues do not outlive a run).
 fn reset(spec: &SlotSpec, keep: &mut Option<i32>) -> Result<()> {
-    kill_all(keep);
+    if !kill_all(keep) {
+        return Err(format!("processes were still alive {} s after the kill", KILL_WAIT.as_secs()));
+    }
     for (dir, size, mode) in [
         ("/work", spec.work_mb, "0755"),
         ("/tmp", spec.tmp_mb, "1777"),
@@ -603,30 +659,26 @@ fn run_exec(
         max_rss_kb: rss,
         spawn_error,
     };
-    if fds.len() != 3 || exec.argv.is_empty() {
-        return exited(
-            None,
-            None,
-            0.0,
-            0,
-            Some("an exec needs a program and three descriptors".into()),
-        );
-    }
-    let Ok((err_r, err_w)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else {
-        return exited(None, None, 0.0, 0, Some("pipe failed".into()));
+    let pipe = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+    let (Ok((err_r, err_w)), true) = (pipe, fds.len() == 3 && !exec.argv.is_empty()) else {
+        if let Some(spare) = spare {
+            spare.end();
+        }
+        let why = if fds.len() == 3 && !exec.argv.is_empty() {
+            "pipe failed"
+        } else {
+            "an exec needs a program and three descriptors"
+        };
+        return exited(None, None, 0.0, 0, Some(why.into()));
     };
     let before = children_usage();
-    let handed = spare.and_then(|spare| {
+    let handed = spare.and_then(Spare::ready).and_then(|spare| {
         let with = [fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd(), err_w.as_fd()];
         if chan::send(spare.sock.as_fd(), exec, &with).is_ok() {
             return Some(spare.pid);
         }
         // The spare is gone (or broken): end it and fork as usual.
-        // SAFETY: signals and reaps our own child.
-        unsafe {
-            libc::kill(spare.pid, libc::SIGKILL);
-            libc::waitpid(spare.pid, std::ptr::null_mut(), 0);
-        }
+        spare.end();
         None
     });
     let pid = match handed {

@@ -87,10 +87,28 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_seccomp,
 ];
 
-/// System V IPC and POSIX message queues: refused for programs that share an IPC namespace
-/// across runs.
-const IPC: &[libc::c_long] =
-    &[libc::SYS_shmget, libc::SYS_shmat, libc::SYS_semget, libc::SYS_msgget, libc::SYS_mq_open];
+/// System V IPC and POSIX message queues, every call: refused for programs that share an IPC
+/// namespace across runs.
+const IPC: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
 
 /// `clone` flags that create namespaces.
 const NAMESPACE_FLAGS: &[u64] = &[
@@ -101,7 +119,8 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWUSER as u64,
     libc::CLONE_NEWPID as u64,
     libc::CLONE_NEWNET as u64,
-    0x80, // CLONE_NEWTIME
+    // CLONE_NEWTIME (0x80) exists only for unshare and clone3, both refused; in clone's flags
+    // that bit belongs to the exit signal.
 ];
 
 /// Classic BPF opcodes used here.

@@ -363,3 +363,77 @@ async fn reward_hacks_do_not_pass_tests() {
     }
     assert_clean(&sb).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_a_pre_imported_slot_share_nothing() {
+    // A slot with a pre-imported Python keeps that interpreter across resets. Neither an ordinary
+    // program before it nor a run forked from it may leave anything for the next run: no System V
+    // object, no process.
+    let cfg = temper_sandbox::SandboxConfig {
+        python_preimport: true,
+        pool_size: 1,
+        ..crate::support::config()
+    };
+    let sb = temper_sandbox::Sandbox::new(cfg).await.expect("sandbox");
+    let slot = sb.slot().await.expect("slot");
+    assert!(slot.has_zygote());
+    let python = |code: &str| {
+        let code = code.to_owned();
+        let (sb, slot) = (&sb, &slot);
+        async move {
+            slot.write_file("prog.py", code.into_bytes(), 0o644).await.expect("write");
+            let exec = temper_sandbox_exec(sb, &["/usr/bin/python3", "prog.py"]);
+            slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("exec")
+        }
+    };
+    let queues = "print('queues', len(open('/proc/sysvipc/msg').read().splitlines()) - 1)";
+    // An ordinary program (as a C or bash run is) makes a message queue and leaves it.
+    let make = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('made', libc.msgget(4242, 0o1000 | 0o666) >= 0)";
+    let out = python(make).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "made True\n", "{out:?}");
+    // A run of the pre-imported Python, in the same job, does not see it.
+    slot.write_file("main.py", queues.as_bytes().to_vec(), 0o644).await.expect("write");
+    let out = slot.zygote_run(5, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "queues 0\n", "{out:?}");
+
+    // A pre-imported run leaves a daemon behind; it is gone before the next request.
+    let daemon = "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)\nprint('left')";
+    slot.write_file("main.py", daemon.as_bytes().to_vec(), 0o644).await.expect("write");
+    let out = slot.zygote_run(5, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "left\n", "{out:?}");
+    let count = "import os\nprint('sleepers', sum(b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()))";
+    let out = python(count).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "sleepers 0\n", "{out:?}");
+
+    // After a reset, neither kind of run sees a queue of the earlier job.
+    slot.reset().await.expect("reset");
+    let out = python(queues).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "queues 0\n", "{out:?}");
+    slot.write_file("main.py", queues.as_bytes().to_vec(), 0o644).await.expect("write");
+    let out = slot.zygote_run(5, Vec::new(), Duration::from_secs(5), 1 << 16).await.expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "queues 0\n", "{out:?}");
+    sb.retire(slot);
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_request_breaks_the_slot_instead_of_answering_the_next() {
+    // A caller that gives up on an exec (its future dropped) leaves the reply owed; the next
+    // request must not take that reply for its own.
+    let sb = sandbox().await;
+    let mut slot = sb.session_slot().await.expect("slot");
+    let exec = temper_sandbox_exec(&sb, &["/bin/sh", "-c", "sleep 0.3; echo first"]);
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(50),
+        slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 16),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the exec should still have been running");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let exec = temper_sandbox_exec(&sb, &["/bin/sh", "-c", "echo second"]);
+    let next = slot.exec(exec, Vec::new(), Duration::from_secs(5), 1 << 16).await;
+    assert!(next.is_err(), "{next:?}");
+    assert!(!slot.is_usable());
+    sb.retire(slot);
+    assert_clean(&sb).await;
+}
