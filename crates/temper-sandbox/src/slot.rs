@@ -175,7 +175,15 @@ impl Slot {
         let pid =
             self.helper.id().ok_or_else(|| SlotError::Setup("the helper exited at once".into()))?;
         match self.recv().await? {
-            FromSlot::NeedMaps => {}
+            FromSlot::NeedMaps { protocol } if protocol == crate::wire::PROTOCOL => {}
+            FromSlot::NeedMaps { protocol } => {
+                return Err(SlotError::Setup(format!(
+                    "the sandbox helper {} speaks protocol {protocol}, this build {}: it is from \
+                     another build of temper (rebuild both, e.g. `cargo build --release`)",
+                    cfg.helper.0.display(),
+                    crate::wire::PROTOCOL
+                )));
+            }
             FromSlot::SetupFailed { message } => return Err(SlotError::Setup(message)),
             other => return Err(SlotError::Setup(format!("unexpected {other:?}"))),
         }

@@ -87,7 +87,12 @@ pub struct Exec {
 #[serde(tag = "t", rename_all = "snake_case")]
 pub enum FromSlot {
     /// The helper entered its user namespace; the supervisor writes the maps.
-    NeedMaps,
+    NeedMaps {
+        /// The helper's [`PROTOCOL`]; a helper from another build is refused (0 when it is
+        /// too old to say).
+        #[serde(default)]
+        protocol: u32,
+    },
     /// The slot's init process, by host pid.
     Init {
         /// Host pid of the init.
@@ -136,6 +141,11 @@ pub enum FromSlot {
         size: u64,
     },
 }
+
+/// The version of these messages, bumped whenever they change: the helper is a separate binary
+/// (or a separate copy of `temper`), and one from another build must be refused, not
+/// misunderstood.
+pub const PROTOCOL: u32 = 2;
 
 /// Largest message on the socket.
 pub const MAX_MESSAGE: usize = 64 << 10;

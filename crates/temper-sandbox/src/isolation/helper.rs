@@ -86,7 +86,8 @@ fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
     rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
     // SAFETY: unshare affects only this single-threaded process.
     check("unshare(user)", unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
-    chan::send(sock.as_fd(), &FromSlot::NeedMaps, &[]).map_err(os("send"))?;
+    chan::send(sock.as_fd(), &FromSlot::NeedMaps { protocol: crate::wire::PROTOCOL }, &[])
+        .map_err(os("send"))?;
     match chan::recv::<ToSlot>(sock.as_fd()).map_err(os("recv"))? {
         Some((ToSlot::MapsDone, _)) => {}
         other => return Err(format!("expected maps_done, got {other:?}")),

@@ -262,3 +262,22 @@ async fn pre_imported_python_behaves_like_python() {
     }
     assert_clean(&sb).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helper_from_another_build_is_refused() {
+    // A stand-in for a stale helper binary: it speaks the set-up message without a protocol
+    // version, as helpers before versioning did.
+    let stale = "import socket, time\ns = socket.socket(fileno=0)\ns.send(b'{\"t\":\"need_maps\"}')\ntime.sleep(5)";
+    let cfg = temper_sandbox::SandboxConfig {
+        helper: ("/usr/bin/python3".into(), vec!["-c".into(), stale.into()]),
+        pool_size: 0,
+        ..crate::support::config()
+    };
+    // The sandbox builds a slot when it starts, so it refuses to start, saying why.
+    let err = temper_sandbox::Sandbox::new(cfg).await.expect_err("a stale helper must be refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("speaks protocol 0") && message.contains("another build"),
+        "{message}"
+    );
+}
