@@ -1,0 +1,345 @@
+//! Decoder-only transformers: Llama and Qwen3 dense.
+
+use std::collections::BTreeMap;
+
+use candle_core::{DType, Device, Tensor, Var};
+
+use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
+use crate::{KvCache, ModelConfig, ModelError, init};
+
+/// Which logits [`Transformer::step`] returns for each chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// The last position's (`[vocab]`): what sampling needs.
+    Last,
+    /// Every position's (`[n, vocab]`): what scoring and training need.
+    All,
+}
+
+#[derive(Debug, Clone)]
+struct Layer {
+    input_norm: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    q_bias: Option<Tensor>,
+    k_bias: Option<Tensor>,
+    v_bias: Option<Tensor>,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    post_norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+/// A decoder-only transformer whose weights are candle [`Var`]s, so a loss on its output can be
+/// differentiated with respect to every weight.
+#[derive(Debug)]
+pub struct Transformer {
+    cfg: ModelConfig,
+    device: Device,
+    /// Every weight by its Hugging Face name, in [`param_shapes`] order.
+    params: Vec<(String, Var)>,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Tensor,
+    rope: Rope,
+}
+
+/// The weights a configuration needs: Hugging Face name and shape, in a fixed order.
+pub fn param_shapes(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
+    let (h, hd) = (cfg.hidden_size, cfg.head_dim);
+    let (q_out, kv_out) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
+    let mut out = vec![("model.embed_tokens.weight".to_owned(), vec![cfg.vocab_size, h])];
+    for i in 0..cfg.num_hidden_layers {
+        let p = |name: &str| format!("model.layers.{i}.{name}");
+        out.push((p("input_layernorm.weight"), vec![h]));
+        out.push((p("self_attn.q_proj.weight"), vec![q_out, h]));
+        out.push((p("self_attn.k_proj.weight"), vec![kv_out, h]));
+        out.push((p("self_attn.v_proj.weight"), vec![kv_out, h]));
+        if cfg.attention_bias {
+            out.push((p("self_attn.q_proj.bias"), vec![q_out]));
+            out.push((p("self_attn.k_proj.bias"), vec![kv_out]));
+            out.push((p("self_attn.v_proj.bias"), vec![kv_out]));
+        }
+        out.push((p("self_attn.o_proj.weight"), vec![h, q_out]));
+        if cfg.qk_norm() {
+            out.push((p("self_attn.q_norm.weight"), vec![hd]));
+            out.push((p("self_attn.k_norm.weight"), vec![hd]));
+        }
+        out.push((p("post_attention_layernorm.weight"), vec![h]));
+        out.push((p("mlp.gate_proj.weight"), vec![cfg.intermediate_size, h]));
+        out.push((p("mlp.up_proj.weight"), vec![cfg.intermediate_size, h]));
+        out.push((p("mlp.down_proj.weight"), vec![h, cfg.intermediate_size]));
+    }
+    out.push(("model.norm.weight".to_owned(), vec![h]));
+    if !cfg.tie_word_embeddings {
+        out.push(("lm_head.weight".to_owned(), vec![cfg.vocab_size, h]));
+    }
+    out
+}
+
+impl Transformer {
+    /// A model of `cfg` from named weights (any float dtype; kept as `dtype`). Weights the
+    /// configuration does not use are ignored (rotary tables some checkpoints carry, an
+    /// `lm_head` duplicated under tied embeddings).
+    pub fn from_tensors(
+        cfg: ModelConfig,
+        mut tensors: BTreeMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let mut params = Vec::new();
+        for (name, shape) in param_shapes(&cfg) {
+            let t = tensors
+                .remove(&name)
+                .ok_or_else(|| ModelError::MissingTensor { name: name.clone() })?;
+            if t.dims() != shape.as_slice() {
+                return Err(ModelError::Shape { name, expected: shape, got: t.dims().to_vec() });
+            }
+            let t = t.to_dtype(dtype)?.to_device(device)?;
+            params.push((name, Var::from_tensor(&t)?));
+        }
+        for name in tensors.keys() {
+            tracing::debug!("ignoring weight `{name}`, which {:?} does not use", cfg.architecture);
+        }
+        Self::assemble(cfg, params, device)
+    }
+
+    /// A freshly initialised model: normal(0, 0.02) matrices, unit norms, zero biases, the same
+    /// for the same `seed`.
+    pub fn init_random(cfg: ModelConfig, seed: u64, device: &Device) -> Result<Self, ModelError> {
+        let mut tensors = BTreeMap::new();
+        for (i, (name, shape)) in param_shapes(&cfg).into_iter().enumerate() {
+            let t = if name.ends_with("norm.weight") {
+                Tensor::ones(shape.as_slice(), DType::F32, device)?
+            } else if name.ends_with(".bias") {
+                Tensor::zeros(shape.as_slice(), DType::F32, device)?
+            } else {
+                init::normal(
+                    &shape,
+                    0.02,
+                    seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
+                    device,
+                )?
+            };
+            tensors.insert(name, t);
+        }
+        Self::from_tensors(cfg, tensors, DType::F32, device)
+    }
+
+    fn assemble(
+        cfg: ModelConfig,
+        params: Vec<(String, Var)>,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        let map: BTreeMap<&str, &Var> = params.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let get = |name: &str| -> Result<Tensor, ModelError> {
+            map.get(name)
+                .map(|v| v.as_tensor().clone())
+                .ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })
+        };
+        let opt = |name: &str| map.get(name).map(|v| v.as_tensor().clone());
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let p = |name: &str| format!("model.layers.{i}.{name}");
+            layers.push(Layer {
+                input_norm: get(&p("input_layernorm.weight"))?,
+                q: get(&p("self_attn.q_proj.weight"))?,
+                k: get(&p("self_attn.k_proj.weight"))?,
+                v: get(&p("self_attn.v_proj.weight"))?,
+                o: get(&p("self_attn.o_proj.weight"))?,
+                q_bias: opt(&p("self_attn.q_proj.bias")),
+                k_bias: opt(&p("self_attn.k_proj.bias")),
+                v_bias: opt(&p("self_attn.v_proj.bias")),
+                q_norm: opt(&p("self_attn.q_norm.weight")),
+                k_norm: opt(&p("self_attn.k_norm.weight")),
+                post_norm: get(&p("post_attention_layernorm.weight"))?,
+                gate: get(&p("mlp.gate_proj.weight"))?,
+                up: get(&p("mlp.up_proj.weight"))?,
+                down: get(&p("mlp.down_proj.weight"))?,
+            });
+        }
+        let embed = get("model.embed_tokens.weight")?;
+        let lm_head = if cfg.tie_word_embeddings { embed.clone() } else { get("lm_head.weight")? };
+        let rope = Rope::new(
+            cfg.rotary_dim(),
+            cfg.rope_theta,
+            cfg.rope_scaling,
+            cfg.max_position_embeddings,
+            device,
+        )?;
+        Ok(Self {
+            norm: get("model.norm.weight")?,
+            embed,
+            lm_head,
+            layers,
+            rope,
+            params,
+            device: device.clone(),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The dtype of the weights.
+    pub fn dtype(&self) -> DType {
+        self.embed.dtype()
+    }
+
+    /// Every weight by its Hugging Face name (tied weights once).
+    pub fn params(&self) -> &[(String, Var)] {
+        &self.params
+    }
+
+    /// Total number of weights (scalars).
+    pub fn num_parameters(&self) -> usize {
+        self.params.iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// An empty cache for one sequence of this model.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(&self.cfg, self.dtype(), &self.device)
+    }
+
+    /// Logits of every position of `tokens`, one sequence from position 0, without a cache
+    /// (`[len, vocab]`): scoring and training.
+    pub fn forward(&self, tokens: &[u32]) -> Result<Tensor, ModelError> {
+        let mut out = self.run(&[tokens], None, Logits::All)?;
+        Ok(out.remove(0))
+    }
+
+    /// Continues several sequences at once: `chunks[i]` are the next tokens of the sequence held
+    /// in `caches[i]` (a whole prompt, or one sampled token), which is extended with them.
+    /// Returns, per chunk, the logits `which` asks for.
+    pub fn step(
+        &self,
+        chunks: &[&[u32]],
+        caches: &mut [&mut KvCache],
+        which: Logits,
+    ) -> Result<Vec<Tensor>, ModelError> {
+        if chunks.len() != caches.len() {
+            return Err(candle_core::Error::Msg(format!(
+                "{} chunks for {} caches",
+                chunks.len(),
+                caches.len()
+            ))
+            .into());
+        }
+        self.run(chunks, Some(caches), which)
+    }
+
+    fn run(
+        &self,
+        chunks: &[&[u32]],
+        mut caches: Option<&mut [&mut KvCache]>,
+        which: Logits,
+    ) -> Result<Vec<Tensor>, ModelError> {
+        let cfg = &self.cfg;
+        if chunks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut flat = Vec::new();
+        let mut positions = Vec::new();
+        let mut spans = Vec::with_capacity(chunks.len());
+        for (i, chunk) in chunks.iter().enumerate() {
+            if chunk.is_empty() {
+                return Err(candle_core::Error::Msg(format!("chunk {i} is empty")).into());
+            }
+            let start = caches.as_ref().map_or(0, |c| c[i].len());
+            if start + chunk.len() > self.rope.max_positions() {
+                return Err(candle_core::Error::Msg(format!(
+                    "sequence of {} positions is over the model's {}",
+                    start + chunk.len(),
+                    self.rope.max_positions()
+                ))
+                .into());
+            }
+            if let Some(&bad) = chunk.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+                return Err(candle_core::Error::Msg(format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    cfg.vocab_size
+                ))
+                .into());
+            }
+            spans.push((flat.len(), chunk.len()));
+            flat.extend_from_slice(chunk);
+            positions.extend((start..start + chunk.len()).map(|p| p as u32));
+        }
+        if let Some(caches) = caches.as_deref_mut() {
+            for (cache, chunk) in caches.iter_mut().zip(chunks) {
+                cache.reserve(chunk.len())?;
+            }
+        }
+        let n = flat.len();
+        let ids = Tensor::from_vec(flat, n, &self.device)?;
+        let positions = Tensor::from_vec(positions, n, &self.device)?;
+        let (heads, kv_heads, hd) =
+            (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+
+        let mut x = self.embed.embedding(&ids)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let h = rms_norm(&x, &layer.input_norm, cfg.rms_norm_eps)?;
+            let mut q = linear(&h, &layer.q, layer.q_bias.as_ref())?.reshape((n, heads, hd))?;
+            let mut k = linear(&h, &layer.k, layer.k_bias.as_ref())?.reshape((n, kv_heads, hd))?;
+            let v = linear(&h, &layer.v, layer.v_bias.as_ref())?.reshape((n, kv_heads, hd))?;
+            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+                q = rms_norm(&q, qn, cfg.rms_norm_eps)?;
+                k = rms_norm(&k, kn, cfg.rms_norm_eps)?;
+            }
+            let q = self.rope.apply(&q, &positions)?;
+            let k = self.rope.apply(&k, &positions)?;
+            let mut outs = Vec::with_capacity(spans.len());
+            for (i, &(offset, len)) in spans.iter().enumerate() {
+                let qi = q.narrow(0, offset, len)?;
+                let ki = k.narrow(0, offset, len)?.transpose(0, 1)?.contiguous()?;
+                let vi = v.narrow(0, offset, len)?.transpose(0, 1)?.contiguous()?;
+                let (ka, va) = match caches.as_deref_mut() {
+                    Some(caches) => caches[i].append(l, &ki, &vi)?,
+                    None => (ki, vi),
+                };
+                outs.push(causal_attention(&qi, &ka, &va)?);
+            }
+            let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
+            x = (x + linear(&attn, &layer.o, None)?)?;
+            let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
+            let mlp = (ops::silu(&linear(&h, &layer.gate, None)?)? * linear(&h, &layer.up, None)?)?;
+            x = (x + linear(&mlp, &layer.down, None)?)?;
+        }
+        if let Some(caches) = caches {
+            for (cache, chunk) in caches.iter_mut().zip(chunks) {
+                cache.advance(chunk.len());
+            }
+        }
+        let x = rms_norm(&x, &self.norm, cfg.rms_norm_eps)?;
+        match which {
+            Logits::Last => {
+                let last: Vec<u32> = spans.iter().map(|&(o, len)| (o + len - 1) as u32).collect();
+                let rows = Tensor::from_vec(last, spans.len(), &self.device)?;
+                let logits = linear(&x.index_select(&rows, 0)?, &self.lm_head, None)?;
+                (0..spans.len()).map(|i| Ok(logits.get(i)?)).collect()
+            }
+            Logits::All => {
+                let logits = linear(&x, &self.lm_head, None)?;
+                spans.iter().map(|&(o, len)| Ok(logits.narrow(0, o, len)?)).collect()
+            }
+        }
+    }
+
+    /// The weights as plain tensors by Hugging Face name (for saving), tied ones once.
+    pub fn tensors(&self) -> BTreeMap<String, Tensor> {
+        self.params.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect()
+    }
+}

@@ -1,0 +1,32 @@
+//! Integration tests of temper-model: gradients against finite differences, the KV cache
+//! against full forwards, weight I/O round trips, configuration errors, and a guard against
+//! candle-nn's gradient-less fused ops.
+
+mod config;
+mod grad;
+mod guard;
+mod model;
+mod weights;
+
+use candle_core::{DType, Device, Tensor};
+
+/// A deterministic `shape` tensor of values in about [-1, 1] (f64).
+pub fn sample(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let data: Vec<f64> = (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(data, shape, &Device::Cpu).unwrap().to_dtype(DType::F64).unwrap()
+}
+
+/// Largest absolute difference between two tensors of the same shape.
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.dims(), b.dims(), "shapes differ");
+    let a = temper_model::ops::to_f64_vec(a).unwrap();
+    let b = temper_model::ops::to_f64_vec(b).unwrap();
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}

@@ -1,0 +1,221 @@
+//! The transformer: gradients reach every weight and match finite differences; decoding with the
+//! KV cache gives the logits of a full forward.
+
+use std::collections::BTreeMap;
+
+use candle_core::{DType, Device, Tensor};
+use temper_model::{Architecture, KvCache, Logits, ModelConfig, Transformer, ops};
+
+use crate::max_abs_diff;
+
+/// Every variant the forward pass has: plain Llama; Qwen3 (QK-norm, tied embeddings) with
+/// q/k/v biases, partial rotary and Llama 3 frequency scaling.
+fn configs() -> Vec<ModelConfig> {
+    let llama = ModelConfig::tiny(Architecture::Llama, 50);
+    let mut qwen = ModelConfig::tiny(Architecture::Qwen3, 50);
+    qwen.attention_bias = true;
+    qwen.partial_rotary_factor = 0.5;
+    qwen.rope_scaling = Some(ops::RopeScaling::Llama3 {
+        factor: 8.0,
+        high_freq_factor: 4.0,
+        low_freq_factor: 1.0,
+        original_max_position_embeddings: 16.0,
+    });
+    vec![llama, qwen]
+}
+
+fn tokens(n: usize, seed: u32, vocab: u32) -> Vec<u32> {
+    (0..n as u32).map(|i| (i.wrapping_mul(7919).wrapping_add(seed * 31)) % vocab).collect()
+}
+
+/// Mean logprob of each next token: the quantity SFT and RL losses are built on.
+fn mean_logprob(model: &Transformer, toks: &[u32]) -> Tensor {
+    let logits = model.forward(&toks[..toks.len() - 1]).unwrap();
+    let targets = Tensor::new(&toks[1..], model.device()).unwrap();
+    ops::token_logprobs(&logits, &targets).unwrap().mean_all().unwrap()
+}
+
+#[test]
+fn every_parameter_gets_a_nonzero_gradient() {
+    for cfg in configs() {
+        let arch = cfg.architecture;
+        let model = Transformer::init_random(cfg, 1, &Device::Cpu).unwrap();
+        let grads = mean_logprob(&model, &tokens(12, 1, 50)).backward().unwrap();
+        for (name, var) in model.params() {
+            let g = grads
+                .get(var.as_tensor())
+                .unwrap_or_else(|| panic!("{arch:?}: no gradient for {name}"));
+            let norm = g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(norm > 0.0 && norm.is_finite(), "{arch:?}: gradient of {name} has norm {norm}");
+        }
+    }
+}
+
+#[test]
+fn model_gradient_matches_finite_differences() {
+    for cfg in configs() {
+        let arch = cfg.architecture;
+        let f32_model = Transformer::init_random(cfg.clone(), 2, &Device::Cpu).unwrap();
+        let mut tensors: BTreeMap<String, Tensor> = f32_model.tensors();
+        // Larger weights than the 0.02 init, so the function is far from linear.
+        for (name, t) in tensors.iter_mut() {
+            if !name.ends_with("norm.weight") {
+                *t = (t.clone() * 10.0).unwrap();
+            }
+        }
+        let toks = tokens(9, 3, 50);
+        let model =
+            Transformer::from_tensors(cfg.clone(), tensors.clone(), DType::F64, &Device::Cpu)
+                .unwrap();
+        let grads = mean_logprob(&model, &toks).backward().unwrap();
+        // A few entries of one weight of each kind.
+        let names = [
+            "model.embed_tokens.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.1.self_attn.v_proj.weight",
+            "model.layers.1.self_attn.o_proj.weight",
+            "model.layers.1.mlp.gate_proj.weight",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.norm.weight",
+        ];
+        let extra: &[&str] = match arch {
+            Architecture::Qwen3 => {
+                &["model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_proj.bias"]
+            }
+            _ => &["lm_head.weight"],
+        };
+        for name in names.iter().chain(extra) {
+            let var = &model.params().iter().find(|(n, _)| n == name).unwrap().1;
+            let g = ops::to_f64_vec(grads.get(var.as_tensor()).unwrap()).unwrap();
+            let base = ops::to_f64_vec(&tensors[*name].to_dtype(DType::F64).unwrap()).unwrap();
+            let shape = tensors[*name].dims().to_vec();
+            // The entries with the largest gradients, and a spread of others.
+            let mut idx: Vec<usize> = (0..base.len()).collect();
+            idx.sort_by(|&a, &b| g[b].abs().total_cmp(&g[a].abs()));
+            let picks: Vec<usize> =
+                idx.iter().take(3).chain(idx.iter().step_by(idx.len() / 3 + 1)).copied().collect();
+            for i in picks {
+                let at = |delta: f64| {
+                    let mut v = base.clone();
+                    v[i] += delta;
+                    let mut ts = tensors.clone();
+                    ts.insert(
+                        name.to_string(),
+                        Tensor::from_vec(v, shape.as_slice(), &Device::Cpu).unwrap(),
+                    );
+                    let m = Transformer::from_tensors(cfg.clone(), ts, DType::F64, &Device::Cpu)
+                        .unwrap();
+                    mean_logprob(&m, &toks).to_scalar::<f64>().unwrap()
+                };
+                let eps = 1e-5;
+                let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+                let err = (numeric - g[i]).abs() / (1e-3 + numeric.abs());
+                assert!(
+                    err < 1e-4,
+                    "{arch:?} {name}[{i}]: autograd {} vs finite difference {numeric}",
+                    g[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cached_decode_equals_full_forward() {
+    for cfg in configs() {
+        let arch = cfg.architecture;
+        let model = Transformer::init_random(cfg, 3, &Device::Cpu).unwrap();
+        let toks = tokens(40, 5, 50);
+        let full = model.forward(&toks).unwrap();
+
+        // A prefill of 7, then one token at a time (the cache grows past its first 16 rows).
+        let mut cache = model.new_cache();
+        let pre = model.step(&[&toks[..7]], &mut [&mut cache], Logits::All).unwrap();
+        let d = max_abs_diff(&pre[0], &full.narrow(0, 0, 7).unwrap());
+        assert!(d < 1e-5, "{arch:?}: prefill differs by {d}");
+        for p in 7..toks.len() {
+            let out = model.step(&[&toks[p..p + 1]], &mut [&mut cache], Logits::Last).unwrap();
+            let d = max_abs_diff(&out[0], &full.get(p).unwrap());
+            assert!(d < 1e-5, "{arch:?}: position {p} differs by {d}");
+        }
+        assert_eq!(cache.len(), toks.len());
+    }
+}
+
+#[test]
+fn ragged_batch_matches_each_sequence_alone() {
+    let model = Transformer::init_random(configs().remove(1), 4, &Device::Cpu).unwrap();
+    let (a, b, c) = (tokens(11, 1, 50), tokens(3, 2, 50), tokens(17, 3, 50));
+    let (fa, fb, fc) =
+        (model.forward(&a).unwrap(), model.forward(&b).unwrap(), model.forward(&c).unwrap());
+    let (mut ca, mut cb, mut cc) = (model.new_cache(), model.new_cache(), model.new_cache());
+    // Sequence a is already decoding, b and c arrive with their prompts (continuous batching).
+    model.step(&[&a[..10]], &mut [&mut ca], Logits::Last).unwrap();
+    let out = model
+        .step(&[&a[10..], &b, &c[..16]], &mut [&mut ca, &mut cb, &mut cc], Logits::All)
+        .unwrap();
+    assert!(max_abs_diff(&out[0], &fa.narrow(0, 10, 1).unwrap()) < 1e-5);
+    assert!(max_abs_diff(&out[1], &fb) < 1e-5);
+    assert!(max_abs_diff(&out[2], &fc.narrow(0, 0, 16).unwrap()) < 1e-5);
+    let last = model.step(&[&c[16..]], &mut [&mut cc], Logits::Last).unwrap();
+    assert!(max_abs_diff(&last[0], &fc.get(16).unwrap()) < 1e-5);
+}
+
+#[test]
+fn forked_caches_continue_independently() {
+    let model = Transformer::init_random(configs().remove(0), 5, &Device::Cpu).unwrap();
+    let prompt = tokens(6, 9, 50);
+    let mut base = model.new_cache();
+    model.step(&[&prompt], &mut [&mut base], Logits::Last).unwrap();
+    let mut fork = base.fork().unwrap();
+    let (x, y) = (vec![1u32, 2, 3], vec![40u32, 41, 42]);
+    for i in 0..3 {
+        model
+            .step(&[&x[i..i + 1], &y[i..i + 1]], &mut [&mut base, &mut fork], Logits::Last)
+            .unwrap();
+    }
+    for (cache, cont) in [(&mut base, &x), (&mut fork, &y)] {
+        let seq: Vec<u32> = prompt.iter().chain(cont.iter()).copied().chain([7]).collect();
+        let full = model.forward(&seq).unwrap();
+        let out = model.step(&[&[7]], &mut [cache], Logits::Last).unwrap();
+        assert!(max_abs_diff(&out[0], &full.get(seq.len() - 1).unwrap()) < 1e-5);
+    }
+    // Truncating back to the prompt and continuing gives the prompt's continuation again.
+    let mut t: KvCache = base.fork().unwrap();
+    t.truncate(prompt.len());
+    let seq: Vec<u32> = prompt.iter().copied().chain([9]).collect();
+    let out = model.step(&[&[9]], &mut [&mut t], Logits::Last).unwrap();
+    assert!(max_abs_diff(&out[0], &model.forward(&seq).unwrap().get(6).unwrap()) < 1e-5);
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let model = Transformer::init_random(configs().remove(0), 6, &Device::Cpu).unwrap();
+    let err = model.forward(&[1, 50]).unwrap_err().to_string();
+    assert!(err.contains("token id 50") && err.contains("50"), "{err}");
+    let long = vec![1u32; 513];
+    let err = model.forward(&long).unwrap_err().to_string();
+    assert!(err.contains("513") && err.contains("512"), "{err}");
+    let mut cache = model.new_cache();
+    assert!(model.step(&[&[]], &mut [&mut cache], Logits::Last).is_err());
+    assert!(model.step(&[&[1], &[2]], &mut [&mut cache], Logits::Last).is_err());
+}
+
+#[test]
+fn init_is_deterministic_per_seed() {
+    let cfg = configs().remove(0);
+    let a = Transformer::init_random(cfg.clone(), 7, &Device::Cpu).unwrap();
+    let b = Transformer::init_random(cfg.clone(), 7, &Device::Cpu).unwrap();
+    let c = Transformer::init_random(cfg, 8, &Device::Cpu).unwrap();
+    let name = "model.layers.1.mlp.up_proj.weight";
+    let (ta, tb, tc) = (&a.tensors()[name], &b.tensors()[name], &c.tensors()[name]);
+    assert_eq!(max_abs_diff(ta, tb), 0.0);
+    assert!(max_abs_diff(ta, tc) > 0.01);
+    // normal(0, 0.02): the sample standard deviation of 4096 values is within 5% of 0.02.
+    let v = ops::to_f64_vec(ta).unwrap();
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+    assert!((sd - 0.02).abs() < 0.001 && mean.abs() < 0.002, "mean {mean}, sd {sd}");
+}
