@@ -4,23 +4,31 @@
 //! `temper-model` owns the differentiable operations ([`ops`]), the model definitions
 //! ([`Transformer`] for Llama and Qwen3 dense), model configuration read from a Hugging Face
 //! `config.json` ([`ModelConfig`]), weight I/O in the Hugging Face layout ([`weights`]), and the
-//! per-sequence key/value cache ([`KvCache`]). It knows nothing about sampling, HTTP, training
+//! per-sequence key/value cache ([`KvCache`]), GGUF files ([`gguf`]), tokenizers ([`Tokenizer`])
+//! and chat templates ([`ChatTemplate`]); [`Pretrained::load`] opens a model as users name it. It knows nothing about sampling, HTTP, training
 //! loops, environments or rollouts, and depends on no other temper crate.
 //!
 //! One forward pass serves every caller: [`Transformer::step`] takes a ragged batch of token
 //! chunks, each continuing its own sequence (a whole prompt, or one new token of a decode), so a
 //! prefill, a decode step of many sequences and a training forward all run the same operations.
 
+pub mod chat;
 pub mod config;
+pub mod gguf;
 pub mod ops;
+pub mod tokenizer;
 pub mod weights;
 
 mod cache;
 mod init;
+mod pretrained;
 mod transformer;
 
 pub use cache::KvCache;
+pub use chat::ChatTemplate;
 pub use config::{Architecture, ModelConfig};
+pub use pretrained::Pretrained;
+pub use tokenizer::{StreamDecoder, Tokenizer};
 pub use transformer::{Logits, Transformer, param_shapes};
 
 /// What can go wrong building or running a model.

@@ -2,10 +2,13 @@
 //! against full forwards, weight I/O round trips, configuration errors, and a guard against
 //! candle-nn's gradient-less fused ops.
 
+mod chat;
 mod config;
+mod gguf;
 mod grad;
 mod guard;
 mod model;
+mod pretrained;
 mod weights;
 
 use candle_core::{DType, Device, Tensor};
