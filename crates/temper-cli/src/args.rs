@@ -33,6 +33,69 @@ pub enum Command {
     /// Run untrusted code in the sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Serve a model for sampling (OpenAI-compatible API with RL admin routes).
+    #[command(subcommand)]
+    Inference(InferenceCommand),
+}
+
+/// `temper inference ...`.
+#[derive(Debug, Subcommand)]
+pub enum InferenceCommand {
+    /// Serve a model over HTTP.
+    ///
+    /// Routes: POST /v1/chat/completions and /v1/completions (OpenAI; streaming with
+    /// "stream": true, logprobs, tool calls in the Hermes/Qwen3 format), POST /v1/generate (token
+    /// ids in, token ids and logprobs out), GET /v1/models; admin: POST /update_weights
+    /// {"path": DIR, "version": N} swaps in the safetensors of DIR between two decode steps,
+    /// POST /pause and /resume, GET /health and GET /metrics (Prometheus).
+    Serve(InferenceServeArgs),
+}
+
+/// `temper inference serve`.
+#[derive(Debug, Args)]
+pub struct InferenceServeArgs {
+    /// The model: a folder in the Hugging Face layout (config.json, safetensors, tokenizer.json,
+    /// tokenizer_config.json) or a .gguf file.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub addr: String,
+    /// Name reported as `model` in responses (default: the file or folder name).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Precision of the weights and activations.
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub dtype: Precision,
+    /// Sequences decoding at once; further requests wait.
+    #[arg(long, default_value_t = 64)]
+    pub max_running: usize,
+    /// Prompt tokens prefilled per step (a longer prompt is prefilled alone).
+    #[arg(long, default_value_t = 4096)]
+    pub max_step_tokens: usize,
+    /// Requests allowed to wait; beyond it requests get 429.
+    #[arg(long, default_value_t = 4096)]
+    pub max_waiting: usize,
+    /// Longest context served (default: the model's).
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// A Jinja chat template file to use instead of the model's.
+    #[arg(long)]
+    pub chat_template: Option<PathBuf>,
+    /// Seed of the sampler for requests without a seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Floating-point precision of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// 32-bit floats (the reference: logprobs match the trainer's).
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// float16.
+    F16,
 }
 
 /// `temper sandbox ...`.

@@ -189,6 +189,20 @@ impl Transformer {
         &self.cfg
     }
 
+    /// Serves contexts of up to `len` positions instead of the configuration's
+    /// `max_position_embeddings` (the rotary tables are rebuilt; the weights do not change).
+    pub fn set_max_positions(&mut self, len: usize) -> Result<(), ModelError> {
+        self.rope = Rope::new(
+            self.cfg.rotary_dim(),
+            self.cfg.rope_theta,
+            self.cfg.rope_scaling,
+            len,
+            &self.device,
+        )?;
+        self.cfg.max_position_embeddings = len;
+        Ok(())
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> &Device {
         &self.device

@@ -2,6 +2,7 @@
 
 mod envs;
 mod eval;
+mod inference;
 mod sandbox;
 mod sandbox_bench;
 mod verify;
@@ -15,5 +16,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Envs => envs::run(),
         Command::Verify(command) => verify::run(command),
         Command::Sandbox(command) => sandbox::run(command).await,
+        Command::Inference(command) => inference::run(command).await,
     }
 }

@@ -1,0 +1,96 @@
+//! `temper inference serve`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use candle_core::{DType, Device};
+use temper_inference::{Engine, EngineConfig, ServerState};
+use temper_model::{ChatTemplate, Pretrained};
+
+use crate::args::{InferenceCommand, InferenceServeArgs, Precision};
+
+/// Runs `temper inference ...`.
+pub async fn run(command: InferenceCommand) -> anyhow::Result<()> {
+    match command {
+        InferenceCommand::Serve(args) => serve(args).await,
+    }
+}
+
+/// The candle dtype of a precision flag.
+pub fn dtype(p: Precision) -> DType {
+    match p {
+        Precision::F32 => DType::F32,
+        Precision::Bf16 => DType::BF16,
+        Precision::F16 => DType::F16,
+    }
+}
+
+async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
+    let dtype = dtype(args.dtype);
+    let device = Device::Cpu;
+    let started = std::time::Instant::now();
+    let path = args.model.clone();
+    let mut p = tokio::task::spawn_blocking(move || Pretrained::load(&path, dtype, &device))
+        .await?
+        .with_context(|| format!("cannot load the model {}", args.model.display()))?;
+    if let Some(file) = &args.chat_template {
+        let src = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        p.chat_template = Some(ChatTemplate::new(&src, "", "", &file.display().to_string())?);
+    }
+    if let Some(len) = args.max_model_len {
+        anyhow::ensure!(len > 1, "--max-model-len must be at least 2");
+        p.model.set_max_positions(len)?;
+    }
+    let name = args.served_model_name.clone().unwrap_or_else(|| {
+        args.model
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into())
+    });
+    let cfg = p.model.config();
+    eprintln!(
+        "temper inference: {} ({:?}, {} layers, {:.1}M parameters, context {}) loaded in {:.1} s",
+        args.model.display(),
+        cfg.architecture,
+        cfg.num_hidden_layers,
+        p.model.num_parameters() as f64 / 1e6,
+        cfg.max_position_embeddings,
+        started.elapsed().as_secs_f64()
+    );
+    if p.chat_template.is_none() {
+        eprintln!(
+            "temper inference: the model has no chat template; /v1/chat/completions will refuse requests"
+        );
+    }
+    let engine = Engine::start(
+        p.model,
+        p.tokenizer,
+        EngineConfig {
+            max_running: args.max_running,
+            max_step_tokens: args.max_step_tokens,
+            max_waiting: args.max_waiting,
+            seed: args.seed,
+        },
+        0,
+    );
+    let state = Arc::new(ServerState {
+        engine,
+        template: p.chat_template,
+        model_name: name,
+        dtype,
+        device: Device::Cpu,
+        updating: tokio::sync::Mutex::new(()),
+        tokens_per_s: std::sync::Mutex::new(0.0),
+    });
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    eprintln!("temper inference: serving on http://{}/v1", listener.local_addr()?);
+    axum::serve(listener, temper_inference::router(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("the server failed")
+}

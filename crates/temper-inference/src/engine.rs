@@ -1,0 +1,584 @@
+//! The engine: one thread owns the model and runs steps; requests join between steps
+//! (continuous batching) and results stream back per token.
+//!
+//! A step feeds every running sequence its pending tokens in one ragged batch
+//! ([`Transformer::step`]): one token for a decoding sequence, the whole prompt for a newly
+//! admitted request, and everything so far for a sequence whose weights were just replaced. A
+//! request for `n` samples is prefilled once and its cache forked `n` ways.
+//!
+//! New weights are swapped in between steps. The cache of a running sequence was computed with
+//! the old weights, so it is rebuilt (one prefill of the tokens so far) before its next token:
+//! every token is drawn from, and reports the logprob of, exactly one version of the model on
+//! exactly the tokens before it, which is what the trainer recomputes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+
+use candle_core::{DType, Tensor};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use temper_model::{KvCache, Logits, ModelConfig, StreamDecoder, Tokenizer, Transformer};
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use crate::sampling::{SamplingOptions, draw};
+
+/// Limits of the scheduler.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Sequences decoding at once; requests beyond wait.
+    pub max_running: usize,
+    /// Prompt tokens prefilled in one step (a longer prompt is prefilled alone).
+    pub max_step_tokens: usize,
+    /// Requests allowed to wait; more are refused as overload.
+    pub max_waiting: usize,
+    /// Seed of the engine's own generator (for requests without a seed).
+    pub seed: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { max_running: 64, max_step_tokens: 4096, max_waiting: 4096, seed: 0 }
+    }
+}
+
+/// A generation request: `n` continuations of `prompt`.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Token ids of the prompt.
+    pub prompt: Vec<u32>,
+    /// How to sample.
+    pub options: SamplingOptions,
+    /// Continuations wanted (they share one prefill).
+    pub n: usize,
+}
+
+/// Why a sequence ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// A stop token or stop string was generated.
+    Stop,
+    /// `max_tokens` or the model's context length was reached.
+    Length,
+    /// The engine failed on this sequence (the message says why).
+    Error(String),
+}
+
+/// What the engine reports about one continuation (`index` of `0..n`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A token was drawn.
+    Token {
+        /// Which continuation.
+        index: usize,
+        /// The token.
+        id: u32,
+        /// Its logprob under the sampling distribution (temperature applied, no filters).
+        logprob: f32,
+        /// The most likely alternatives, when asked for.
+        top: Vec<(u32, f32)>,
+        /// Text this token completes (held back while it may begin a stop string).
+        text: String,
+        /// Weight version that drew it.
+        version: u64,
+    },
+    /// The continuation ended; `text` is what was still held back.
+    Finished {
+        /// Which continuation.
+        index: usize,
+        /// Why.
+        reason: Finish,
+        /// Remaining text.
+        text: String,
+    },
+}
+
+/// Why a request was not accepted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubmitError {
+    /// The request is malformed (the message names the field).
+    #[error("{0}")]
+    Invalid(String),
+    /// Too many requests are waiting.
+    #[error("the engine has {0} requests waiting; try again later")]
+    Overloaded(usize),
+    /// The engine thread has stopped.
+    #[error("the engine has stopped")]
+    Stopped,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Prompt tokens prefilled (re-prefills after a weight update included).
+    pub prompt_tokens: AtomicU64,
+    /// Tokens generated.
+    pub generated_tokens: AtomicU64,
+    /// Steps run.
+    pub steps: AtomicU64,
+    /// Requests finished.
+    pub requests: AtomicU64,
+    /// Requests waiting.
+    pub waiting: AtomicUsize,
+    /// Sequences decoding.
+    pub running: AtomicUsize,
+    /// Positions held in key/value caches.
+    pub kv_tokens: AtomicUsize,
+    /// Weight version being served.
+    pub version: AtomicU64,
+    /// Whether scheduling is paused.
+    pub paused: AtomicBool,
+}
+
+enum Control {
+    Submit(Box<Waiting>),
+    Update(Box<Transformer>, u64, oneshot::Sender<u64>),
+    Pause(bool),
+}
+
+struct Waiting {
+    req: Request,
+    out: tmpsc::UnboundedSender<Event>,
+    seed: u64,
+}
+
+/// A handle to the engine thread; cheap to clone. The thread stops when every handle is gone.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    tx: mpsc::Sender<Control>,
+    stats: Arc<Stats>,
+    config: Arc<ModelConfig>,
+    tokenizer: Arc<Tokenizer>,
+    max_waiting: usize,
+    seeds: Arc<std::sync::Mutex<ChaCha8Rng>>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Control::Submit(_) => "Submit",
+            Control::Update(..) => "Update",
+            Control::Pause(_) => "Pause",
+        })
+    }
+}
+
+impl Engine {
+    /// Starts the engine thread with `model` at weight version `version`.
+    pub fn start(
+        model: Transformer,
+        tokenizer: Tokenizer,
+        cfg: EngineConfig,
+        version: u64,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        stats.version.store(version, Ordering::Relaxed);
+        let config = Arc::new(model.config().clone());
+        let tokenizer = Arc::new(tokenizer);
+        let max_waiting = cfg.max_waiting;
+        let seeds = Arc::new(std::sync::Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed)));
+        let worker = Worker {
+            model,
+            version,
+            tokenizer: tokenizer.clone(),
+            cfg,
+            stats: stats.clone(),
+            running: Vec::new(),
+        };
+        std::thread::Builder::new()
+            .name("temper-engine".into())
+            .spawn(move || worker.run(&rx))
+            .expect("spawning the engine thread");
+        Self { tx, stats, config, tokenizer, max_waiting, seeds }
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Queues `req`; events arrive on the returned channel until each of the `n` continuations
+    /// has finished. Dropping the receiver cancels the request.
+    pub fn submit(&self, req: Request) -> Result<tmpsc::UnboundedReceiver<Event>, SubmitError> {
+        req.options.validate().map_err(SubmitError::Invalid)?;
+        if req.n == 0 || req.n > 128 {
+            return Err(SubmitError::Invalid(format!("n must be in 1..=128, got {}", req.n)));
+        }
+        if req.prompt.is_empty() {
+            return Err(SubmitError::Invalid("the prompt is empty".into()));
+        }
+        let max_pos = self.config.max_position_embeddings;
+        if req.prompt.len() >= max_pos {
+            return Err(SubmitError::Invalid(format!(
+                "the prompt has {} tokens; the model's context is {max_pos}",
+                req.prompt.len()
+            )));
+        }
+        if let Some(bad) = req.prompt.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(SubmitError::Invalid(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        let waiting = self.stats.waiting.load(Ordering::Relaxed);
+        if waiting >= self.max_waiting {
+            return Err(SubmitError::Overloaded(waiting));
+        }
+        let seed = match req.options.seed {
+            Some(s) => s,
+            None => self.seeds.lock().map(|mut r| r.next_u64()).unwrap_or(0),
+        };
+        let (out, rx) = tmpsc::unbounded_channel();
+        self.stats.waiting.fetch_add(1, Ordering::Relaxed);
+        self.tx
+            .send(Control::Submit(Box::new(Waiting { req, out, seed })))
+            .map_err(|_| SubmitError::Stopped)?;
+        Ok(rx)
+    }
+
+    /// Replaces the weights between two steps; resolves to the new version once in use.
+    pub async fn update_weights(
+        &self,
+        model: Transformer,
+        version: u64,
+    ) -> Result<u64, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Control::Update(Box::new(model), version, tx))
+            .map_err(|_| SubmitError::Stopped)?;
+        rx.await.map_err(|_| SubmitError::Stopped)
+    }
+
+    /// Stops (or restarts) scheduling steps; requests keep queueing while paused.
+    pub fn set_paused(&self, paused: bool) -> Result<(), SubmitError> {
+        self.tx.send(Control::Pause(paused)).map_err(|_| SubmitError::Stopped)
+    }
+}
+
+struct Seq {
+    index: usize,
+    /// Prompt and generated tokens.
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    /// Tokens to feed at the next step (not yet in the cache).
+    pending: Vec<u32>,
+    cache: KvCache,
+    rng: ChaCha8Rng,
+    options: Arc<SamplingOptions>,
+    stop_ids: Arc<Vec<u32>>,
+    out: tmpsc::UnboundedSender<Event>,
+    decoder: StreamDecoder,
+    /// Completion text decoded so far, and how much of it was sent.
+    text: String,
+    sent: usize,
+    /// Siblings still running (the request counts as finished when the last one ends).
+    siblings: Arc<AtomicUsize>,
+}
+
+struct Worker {
+    model: Transformer,
+    version: u64,
+    tokenizer: Arc<Tokenizer>,
+    cfg: EngineConfig,
+    stats: Arc<Stats>,
+    running: Vec<Seq>,
+}
+
+impl Worker {
+    fn run(mut self, rx: &mpsc::Receiver<Control>) {
+        let mut waiting: VecDeque<Waiting> = VecDeque::new();
+        let mut paused = false;
+        loop {
+            // Take every control message; block when there is nothing to do.
+            let idle = paused || (waiting.is_empty() && self.running.is_empty());
+            let first = if idle {
+                match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => return,
+                }
+            } else {
+                None
+            };
+            for msg in first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+                match msg {
+                    Control::Submit(w) => waiting.push_back(*w),
+                    Control::Update(model, version, reply) => {
+                        self.swap(*model, version);
+                        let _ = reply.send(version);
+                    }
+                    Control::Pause(p) => {
+                        paused = p;
+                        self.stats.paused.store(p, Ordering::Relaxed);
+                    }
+                }
+            }
+            if paused {
+                continue;
+            }
+            // Cancelled requests: nobody is listening.
+            waiting.retain(|w| {
+                let keep = !w.out.is_closed();
+                if !keep {
+                    self.stats.waiting.fetch_sub(1, Ordering::Relaxed);
+                }
+                keep
+            });
+            self.running.retain(|s| !s.out.is_closed());
+            let admitted = self.admit(&mut waiting);
+            if !admitted.is_empty() || !self.running.is_empty() {
+                self.step(admitted);
+            }
+            self.stats.running.store(self.running.len(), Ordering::Relaxed);
+            self.stats
+                .kv_tokens
+                .store(self.running.iter().map(|s| s.cache.len()).sum(), Ordering::Relaxed);
+        }
+    }
+
+    fn swap(&mut self, model: Transformer, version: u64) {
+        self.model = model;
+        self.version = version;
+        self.stats.version.store(version, Ordering::Relaxed);
+        for seq in &mut self.running {
+            seq.cache = self.model.new_cache();
+            seq.pending = seq.tokens.clone();
+        }
+    }
+
+    fn admit(&mut self, waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
+        let mut admitted: Vec<Waiting> = Vec::new();
+        let mut seqs = self.running.len();
+        let mut budget = self.cfg.max_step_tokens;
+        while let Some(w) = waiting.front() {
+            let first = admitted.is_empty() && self.running.is_empty();
+            if !first && (seqs + w.req.n > self.cfg.max_running || w.req.prompt.len() > budget) {
+                break;
+            }
+            seqs += w.req.n;
+            budget = budget.saturating_sub(w.req.prompt.len());
+            self.stats.waiting.fetch_sub(1, Ordering::Relaxed);
+            admitted.extend(waiting.pop_front());
+        }
+        admitted
+    }
+
+    fn step(&mut self, admitted: Vec<Waiting>) {
+        let mut new_caches: Vec<KvCache> =
+            admitted.iter().map(|_| self.model.new_cache()).collect();
+        let pending: Vec<Vec<u32>> =
+            self.running.iter_mut().map(|s| std::mem::take(&mut s.pending)).collect();
+        let result = {
+            let mut chunks: Vec<&[u32]> = pending.iter().map(Vec::as_slice).collect();
+            chunks.extend(admitted.iter().map(|w| w.req.prompt.as_slice()));
+            let mut caches: Vec<&mut KvCache> =
+                self.running.iter_mut().map(|s| &mut s.cache).collect();
+            caches.extend(new_caches.iter_mut());
+            self.model.step(&chunks, &mut caches, Logits::Last).and_then(|rows| rows_to_vecs(&rows))
+        };
+        self.stats.steps.fetch_add(1, Ordering::Relaxed);
+        let fed: usize = pending.iter().map(Vec::len).sum::<usize>()
+            + admitted.iter().map(|w| w.req.prompt.len()).sum::<usize>();
+        let decoded = pending.iter().filter(|p| p.len() == 1).count();
+        self.stats.prompt_tokens.fetch_add((fed - decoded) as u64, Ordering::Relaxed);
+        let rows = match result {
+            Ok(rows) => rows,
+            Err(e) => {
+                let msg = format!("model step failed: {e}");
+                tracing::error!("{msg}");
+                for seq in self.running.drain(..) {
+                    let _ = seq.out.send(Event::Finished {
+                        index: seq.index,
+                        reason: Finish::Error(msg.clone()),
+                        text: String::new(),
+                    });
+                }
+                for w in admitted {
+                    for index in 0..w.req.n {
+                        let _ = w.out.send(Event::Finished {
+                            index,
+                            reason: Finish::Error(msg.clone()),
+                            text: String::new(),
+                        });
+                    }
+                }
+                return;
+            }
+        };
+        let mut rows = rows.into_iter();
+        let mut running = std::mem::take(&mut self.running);
+        let mut keep = Vec::with_capacity(running.len());
+        for mut seq in running.drain(..) {
+            let row = rows.next().unwrap_or_default();
+            if self.advance(&mut seq, &row) {
+                keep.push(seq);
+            }
+        }
+        for (w, cache) in admitted.into_iter().zip(new_caches) {
+            let row = rows.next().unwrap_or_default();
+            let options = Arc::new(w.req.options);
+            let mut stop_ids = options.stop_token_ids.clone();
+            if !options.ignore_eos {
+                stop_ids.extend(&self.model.config().eos_token_ids);
+            }
+            let stop_ids = Arc::new(stop_ids);
+            let siblings = Arc::new(AtomicUsize::new(w.req.n));
+            let mut first = Some(cache);
+            for index in 0..w.req.n {
+                let cache = if index + 1 == w.req.n {
+                    first.take()
+                } else {
+                    first.as_ref().and_then(|c| c.fork().ok())
+                };
+                let Some(cache) = cache else {
+                    let _ = w.out.send(Event::Finished {
+                        index,
+                        reason: Finish::Error("could not copy the prompt's cache".into()),
+                        text: String::new(),
+                    });
+                    continue;
+                };
+                let mut seq = Seq {
+                    index,
+                    tokens: w.req.prompt.clone(),
+                    prompt_len: w.req.prompt.len(),
+                    pending: Vec::new(),
+                    cache,
+                    rng: ChaCha8Rng::seed_from_u64(w.seed.wrapping_add(index as u64)),
+                    options: options.clone(),
+                    stop_ids: stop_ids.clone(),
+                    out: w.out.clone(),
+                    decoder: StreamDecoder::new(),
+                    text: String::new(),
+                    sent: 0,
+                    siblings: siblings.clone(),
+                };
+                if self.advance(&mut seq, &row) {
+                    keep.push(seq);
+                }
+            }
+        }
+        self.running = keep;
+    }
+
+    /// Draws the next token of `seq` from `logits`; returns whether it goes on.
+    fn advance(&self, seq: &mut Seq, logits: &[f32]) -> bool {
+        let d = draw(logits, &seq.options, &mut seq.rng);
+        seq.tokens.push(d.id);
+        seq.pending.clear();
+        seq.pending.push(d.id);
+        self.stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+        let generated = seq.tokens.len() - seq.prompt_len;
+        let piece = seq.decoder.step(&self.tokenizer, d.id, true).unwrap_or_default();
+        seq.text.push_str(&piece);
+
+        let mut finish = None;
+        if seq.stop_ids.contains(&d.id) {
+            finish = Some(Finish::Stop);
+        } else if let Some(at) =
+            find_stop(&seq.text, seq.text.len() - piece.len(), &seq.options.stop)
+        {
+            seq.text.truncate(at);
+            finish = Some(Finish::Stop);
+        } else if generated >= seq.options.max_tokens
+            || seq.tokens.len() >= self.model.config().max_position_embeddings
+        {
+            finish = Some(Finish::Length);
+        }
+        let safe = if finish.is_some() {
+            seq.text.len()
+        } else {
+            safe_prefix(&seq.text, seq.sent, &seq.options.stop)
+        };
+        let text = seq.text[seq.sent.min(safe)..safe].to_owned();
+        seq.sent = seq.sent.max(safe);
+        let sent = seq.out.send(Event::Token {
+            index: seq.index,
+            id: d.id,
+            logprob: d.logprob,
+            top: d.top,
+            text,
+            version: self.version,
+        });
+        match finish {
+            Some(reason) => {
+                let rest = if reason == Finish::Length {
+                    seq.decoder.finish(&self.tokenizer, true).unwrap_or_default()
+                } else {
+                    String::new()
+                };
+                let _ = seq.out.send(Event::Finished { index: seq.index, reason, text: rest });
+                if seq.siblings.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                }
+                false
+            }
+            None => sent.is_ok(),
+        }
+    }
+}
+
+fn rows_to_vecs(rows: &[Tensor]) -> Result<Vec<Vec<f32>>, temper_model::ModelError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(Tensor::stack(rows, 0)?.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+}
+
+/// Where the first stop string starts in `text`, looking only at matches that end after
+/// `new_from` (earlier text was checked already).
+fn find_stop(text: &str, new_from: usize, stops: &[String]) -> Option<usize> {
+    stops
+        .iter()
+        .filter_map(|s| {
+            let mut from = new_from.saturating_sub(s.len() - 1);
+            while !text.is_char_boundary(from) {
+                from -= 1;
+            }
+            text[from..].find(s.as_str()).map(|i| from + i)
+        })
+        .min()
+}
+
+/// How much of `text` can be sent: all but a tail that could be the start of a stop string.
+fn safe_prefix(text: &str, sent: usize, stops: &[String]) -> usize {
+    let mut safe = text.len();
+    for s in stops {
+        for k in (1..s.len().min(text.len() + 1)).rev() {
+            let at = text.len() - k;
+            if text.is_char_boundary(at) && s.starts_with(&text[at..]) {
+                safe = safe.min(at);
+                break;
+            }
+        }
+    }
+    safe.max(sent.min(text.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{find_stop, safe_prefix};
+
+    #[test]
+    fn stop_strings_are_found_across_pieces_and_held_back() {
+        let stops = vec!["</answer>".to_owned(), "STOP".to_owned()];
+        assert_eq!(find_stop("abc</ans", 5, &stops), None);
+        assert_eq!(find_stop("abc</answer>x", 8, &stops), Some(3));
+        assert_eq!(find_stop("xxSTOPyySTOP", 9, &stops), Some(8)); // the earlier one was checked
+        assert_eq!(safe_prefix("abc</ans", 0, &stops), 3);
+        assert_eq!(safe_prefix("abcST", 0, &stops), 3);
+        assert_eq!(safe_prefix("abc", 0, &stops), 3);
+        assert_eq!(safe_prefix("é<", 0, &stops), 2);
+        assert_eq!(safe_prefix("abc</ans", 5, &stops), 5); // never take back what was sent
+    }
+}

@@ -1,0 +1,16 @@
+//! The temper inference engine and its server.
+//!
+//! [`Engine`] owns a [`temper_model::Transformer`] on one thread and runs it in steps over a
+//! changing batch of sequences (continuous batching); [`sampling`] draws tokens and reports their
+//! logprobs; [`server`] is the OpenAI-compatible HTTP API with the token-in `/v1/generate` route
+//! and the admin routes RL needs (`/update_weights`, `/pause`, `/resume`, `/health`, `/metrics`).
+//! It knows token ids, not environments.
+
+pub mod engine;
+pub mod sampling;
+pub mod server;
+pub mod toolcall;
+
+pub use engine::{Engine, EngineConfig, Event, Finish, Request, SubmitError};
+pub use sampling::SamplingOptions;
+pub use server::{ServerState, router};

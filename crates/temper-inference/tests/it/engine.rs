@@ -1,0 +1,221 @@
+//! The engine: logprobs equal the model's forward pass; batching, sharing and stopping.
+
+use std::time::Duration;
+
+use temper_inference::{EngineConfig, Finish, Request, SamplingOptions, SubmitError};
+
+use crate::{bytes_tokenizer, engine, forward_logprobs, greedy_reference, run, sharp, tiny};
+
+fn opts(t: f64, max_tokens: usize) -> SamplingOptions {
+    SamplingOptions { temperature: t, max_tokens, ignore_eos: true, ..Default::default() }
+}
+
+#[tokio::test]
+async fn engine_logprobs_equal_forward_logprobs() {
+    let model = tiny(1);
+    let reference = tiny(1);
+    let e = engine(model);
+    let prompt: Vec<u32> = b"The quick brown fox".iter().map(|&b| u32::from(b)).collect();
+    for (t, top_k) in [(1.0, 0), (0.7, 0), (1.3, 5)] {
+        let outs = run(
+            &e,
+            Request {
+                prompt: prompt.clone(),
+                options: SamplingOptions { top_k, seed: Some(4), ..opts(t, 40) },
+                n: 3,
+            },
+        )
+        .await;
+        for o in &outs {
+            assert_eq!(o.ids.len(), 40);
+            let want = forward_logprobs(&reference, &prompt, &o.ids, t);
+            let worst =
+                o.logprobs.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(worst <= 1e-4, "t={t}: engine and forward logprobs differ by {worst}");
+        }
+        // The n samples share a prefill but are drawn independently.
+        assert_ne!(outs[0].ids, outs[1].ids);
+    }
+}
+
+#[tokio::test]
+async fn seeded_requests_repeat_and_greedy_matches_the_reference() {
+    let e = engine(sharp(2));
+    let reference = sharp(2);
+    let prompt = vec![10u32, 20, 30];
+    let a = run(
+        &e,
+        Request {
+            prompt: prompt.clone(),
+            options: SamplingOptions { seed: Some(9), ..opts(1.0, 20) },
+            n: 2,
+        },
+    )
+    .await;
+    let b = run(
+        &e,
+        Request {
+            prompt: prompt.clone(),
+            options: SamplingOptions { seed: Some(9), ..opts(1.0, 20) },
+            n: 2,
+        },
+    )
+    .await;
+    assert_eq!(a[0].ids, b[0].ids);
+    assert_eq!(a[1].ids, b[1].ids);
+    let g = run(&e, Request { prompt: prompt.clone(), options: opts(0.0, 30), n: 1 }).await;
+    assert_eq!(g[0].ids, greedy_reference(&reference, &prompt, 30));
+}
+
+#[tokio::test]
+async fn requests_join_while_others_decode() {
+    let reference = sharp(3);
+    let e = engine(sharp(3));
+    let prompts: Vec<Vec<u32>> =
+        (0..6u32).map(|i| (0..(3 + i * 5)).map(|j| (i * 31 + j * 7) % 250).collect()).collect();
+    // Submitted at different times, so prefills land in steps where others are decoding.
+    let mut handles = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        let e = e.clone();
+        let p = p.clone();
+        handles.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(15 * i as u64)).await;
+            run(&e, Request { prompt: p, options: opts(0.0, 48), n: 1 }).await
+        }));
+    }
+    for (h, p) in handles.into_iter().zip(&prompts) {
+        let out = h.await.unwrap();
+        assert_eq!(out[0].ids, greedy_reference(&reference, p, 48), "prompt of {} tokens", p.len());
+    }
+    let steps = e.stats().steps.load(std::sync::atomic::Ordering::Relaxed);
+    // Batched: far fewer steps than the 6 × 48 tokens generated one request at a time.
+    assert!(steps < 6 * 48, "{steps} steps");
+}
+
+#[tokio::test]
+async fn stop_tokens_strings_and_lengths() {
+    let e = engine(sharp(4));
+    let prompt = vec![65u32, 66, 67];
+    let free =
+        run(&e, Request { prompt: prompt.clone(), options: opts(0.0, 30), n: 1 }).await.remove(0);
+    assert_eq!(free.finish, Some(Finish::Length));
+    assert_eq!(free.ids.len(), 30);
+    // A stop token: the sequence ends with it (it is part of what was sampled).
+    let stop_id = free.ids[5];
+    let first = free.ids.iter().position(|&t| t == stop_id).unwrap();
+    let o = SamplingOptions { stop_token_ids: vec![stop_id], ..opts(0.0, 30) };
+    let s = run(&e, Request { prompt: prompt.clone(), options: o, n: 1 }).await.remove(0);
+    assert_eq!(s.ids, free.ids[..=first]);
+    assert_eq!(s.finish, Some(Finish::Stop));
+    // A stop string: the text ends before it; the tokens include the one that completed it. (The
+    // random model writes bytes that are not all UTF-8; the needle is two ASCII characters.)
+    let chars: Vec<(usize, char)> = free.text.char_indices().collect();
+    let (cut, needle) = chars
+        .windows(2)
+        .skip(2)
+        .find(|w| w[0].1.is_ascii() && w[1].1.is_ascii())
+        .map(|w| (w[0].0, format!("{}{}", w[0].1, w[1].1)))
+        .expect("an ASCII pair in the output");
+    let cut = free.text.find(&needle).unwrap().min(cut);
+    let o = SamplingOptions { stop: vec![needle.clone()], ..opts(0.0, 30) };
+    let s = run(&e, Request { prompt: prompt.clone(), options: o, n: 1 }).await.remove(0);
+    assert_eq!(s.text, free.text[..cut], "stop string {needle:?}");
+    assert_eq!(s.finish, Some(Finish::Stop));
+    assert_eq!(s.ids, free.ids[..s.ids.len()]);
+    assert!(bytes_tokenizer().decode(&s.ids, true).unwrap().ends_with(&needle));
+    // The model's end token stops it unless ignore_eos.
+    let o = SamplingOptions { ignore_eos: false, stop_token_ids: vec![], ..opts(0.0, 30) };
+    let s = run(&e, Request { prompt, options: o, n: 1 }).await.remove(0);
+    match free.ids.iter().position(|&t| t == 256) {
+        Some(p) => assert_eq!(s.ids, free.ids[..=p]),
+        None => assert_eq!(s.ids, free.ids),
+    }
+}
+
+#[tokio::test]
+async fn context_limit_ends_with_length() {
+    let e = engine(tiny(5));
+    let prompt = vec![1u32; 250];
+    let o = run(&e, Request { prompt, options: opts(1.0, 100), n: 1 }).await.remove(0);
+    assert_eq!(o.ids.len(), 6); // 256 positions
+    assert_eq!(o.finish, Some(Finish::Length));
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_with_the_field_named() {
+    let e = engine(tiny(6));
+    let cases = [
+        (Request { prompt: vec![], options: opts(1.0, 5), n: 1 }, "prompt is empty"),
+        (Request { prompt: vec![1, 999], options: opts(1.0, 5), n: 1 }, "token id 999"),
+        (Request { prompt: vec![1; 300], options: opts(1.0, 5), n: 1 }, "context is 256"),
+        (Request { prompt: vec![1], options: opts(-1.0, 5), n: 1 }, "temperature"),
+        (
+            Request {
+                prompt: vec![1],
+                options: SamplingOptions { top_p: 0.0, ..opts(1.0, 5) },
+                n: 1,
+            },
+            "top_p",
+        ),
+        (Request { prompt: vec![1], options: opts(1.0, 5), n: 0 }, "n must be"),
+    ];
+    for (req, want) in cases {
+        let err = e.submit(req).unwrap_err();
+        assert!(matches!(err, SubmitError::Invalid(_)) && err.to_string().contains(want), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
+    let cfg = EngineConfig { max_running: 1, max_waiting: 2, ..Default::default() };
+    let e = temper_inference::Engine::start(tiny(7), bytes_tokenizer(), cfg, 0);
+    e.set_paused(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let req = || Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 1 };
+    let a = e.submit(req()).unwrap();
+    let _b = e.submit(req()).unwrap();
+    assert!(matches!(e.submit(req()), Err(SubmitError::Overloaded(2))));
+    drop(a);
+    e.set_paused(false).unwrap();
+    // The cancelled request is swept and never runs; the other one finishes.
+    let out = crate::collect(_b, 1).await;
+    assert_eq!(out[0].ids.len(), 5);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(e.stats().waiting.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(e.stats().requests.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// New weights arrive while sequences decode: each token reports the version that drew it, every
+/// logprob is exactly that version's forward logprob on the tokens before it, and requests after
+/// the update use the new weights only.
+#[tokio::test]
+async fn weight_updates_mid_decode_never_mix_within_a_token() {
+    let (a, b) = (sharp(10), sharp(11));
+    let e = engine(sharp(10));
+    let prompt = vec![5u32, 6, 7, 8];
+    let rx = e.submit(Request { prompt: prompt.clone(), options: opts(0.0, 120), n: 2 }).unwrap();
+    // Wait until some tokens were drawn, then swap.
+    while e.stats().generated_tokens.load(std::sync::atomic::Ordering::Relaxed) < 10 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(e.update_weights(sharp(11), 1).await.unwrap(), 1);
+    let outs = crate::collect(rx, 2).await;
+    for o in &outs {
+        let switch = o.versions.iter().position(|&v| v == 1).expect("tokens after the update");
+        assert!(switch >= 5 && o.versions[switch..].iter().all(|&v| v == 1), "{:?}", o.versions);
+        // Before: greedy under A. After: greedy under B given everything before.
+        assert_eq!(o.ids[..switch], greedy_reference(&a, &prompt, switch)[..]);
+        let ctx: Vec<u32> = prompt.iter().chain(&o.ids[..switch]).copied().collect();
+        assert_eq!(o.ids[switch..], greedy_reference(&b, &ctx, o.ids.len() - switch)[..]);
+        let want_a = forward_logprobs(&a, &prompt, &o.ids[..switch], 1.0);
+        let want_b = forward_logprobs(&b, &ctx, &o.ids[switch..], 1.0);
+        for (got, want) in o.logprobs.iter().zip(want_a.iter().chain(&want_b)) {
+            assert!((got - want).abs() <= 1e-4, "{got} vs {want}");
+        }
+    }
+    let after =
+        run(&e, Request { prompt: prompt.clone(), options: opts(0.0, 30), n: 1 }).await.remove(0);
+    assert!(after.versions.iter().all(|&v| v == 1));
+    assert_eq!(after.ids, greedy_reference(&b, &prompt, 30));
+    assert_ne!(after.ids, greedy_reference(&a, &prompt, 30));
+}

@@ -1,0 +1,265 @@
+//! The HTTP server: OpenAI routes, the token-in route, admin routes; SmolLM2 through it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use candle_core::{DType, Device};
+use serde_json::{Value, json};
+use temper_inference::{Engine, EngineConfig, ServerState};
+use temper_model::{ChatTemplate, Pretrained, weights};
+
+use crate::{bytes_tokenizer, forward_logprobs, greedy_reference, sharp};
+
+/// Serves `engine` on a free loopback port; returns the base URL.
+async fn serve(engine: Engine, template: Option<ChatTemplate>) -> String {
+    let state = Arc::new(ServerState {
+        engine,
+        template,
+        model_name: "test-model".into(),
+        dtype: DType::F32,
+        device: Device::Cpu,
+        updating: tokio::sync::Mutex::new(()),
+        tokens_per_s: std::sync::Mutex::new(0.0),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, temper_inference::router(state)).await });
+    url
+}
+
+async fn post(url: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn smollm2() -> PathBuf {
+    let root = std::env::var_os("TEMPER_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.assets"));
+    let p = root.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(p.exists(), "{} is missing: run scripts/fetch-assets first", p.display());
+    p
+}
+
+const SIMPLE_TEMPLATE: &str = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+
+#[tokio::test]
+async fn smollm2_answers_paris_through_chat_completions() {
+    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let engine = Engine::start(p.model, p.tokenizer, EngineConfig::default(), 0);
+    let url = serve(engine, p.chat_template).await;
+    let (status, body) = post(
+        &format!("{url}/v1/chat/completions"),
+        json!({"model": "x", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+               "temperature": 0, "max_tokens": 40}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.contains("Paris"), "{content:?}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 10);
+
+    // The same request streamed gives the same text, chunk by chunk.
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({"messages": [{"role": "user", "content": "What is the capital of France?"}],
+                      "temperature": 0, "max_tokens": 40, "stream": true, "stream_options": {"include_usage": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let text = resp.text().await.unwrap();
+    let mut streamed = String::new();
+    let mut finish = None;
+    let mut usage = None;
+    let lines: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(lines.last(), Some(&"[DONE]"));
+    for l in &lines[..lines.len() - 1] {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if let Some(c) = v["choices"].get(0) {
+            streamed.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+            if !c["finish_reason"].is_null() {
+                finish = Some(c["finish_reason"].clone());
+            }
+        }
+        if !v["usage"].is_null() {
+            usage = Some(v["usage"].clone());
+        }
+    }
+    assert_eq!(streamed, content);
+    assert_eq!(finish, Some(json!("stop")));
+    assert_eq!(usage.unwrap()["prompt_tokens"], body["usage"]["prompt_tokens"]);
+}
+
+#[tokio::test]
+async fn generate_route_follows_the_contract() {
+    let url = serve(crate::engine(sharp(20)), None).await;
+    let reference = sharp(20);
+    let (status, body) = post(
+        &format!("{url}/v1/generate"),
+        json!({"prompt_token_ids": [3, 4, 5], "max_tokens": 12, "temperature": 0.9, "top_k": -1, "n": 3, "seed": 1,
+               "ignore_eos": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["policy_version"], 0);
+    let choices = body["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3);
+    for c in choices {
+        let ids: Vec<u32> = serde_json::from_value(c["token_ids"].clone()).unwrap();
+        let lps: Vec<f32> = serde_json::from_value(c["logprobs"].clone()).unwrap();
+        assert_eq!((ids.len(), c["finish_reason"].as_str()), (12, Some("length")));
+        let want = forward_logprobs(&reference, &[3, 4, 5], &ids, 0.9);
+        for (g, w) in lps.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-4);
+        }
+    }
+    // Errors are OpenAI-shaped and name the field.
+    for (body, want) in [
+        (json!({"prompt_token_ids": [3], "temperature": -1}), "temperature"),
+        (json!({"prompt_token_ids": [3000]}), "token id 3000"),
+        (json!({"prompt_token_ids": [3], "max_tokens": 0}), "max_tokens"),
+        (json!({"prompt_token_ids": [3], "frequency_penalty": 0.5}), "frequency_penalty"),
+        (json!({"prompt_token_ids": [3], "top_k": -7}), "top_k"),
+    ] {
+        let (status, v) = post(&format!("{url}/v1/generate"), body).await;
+        assert_eq!(status, 400);
+        assert!(v["error"]["message"].as_str().unwrap().contains(want), "{v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/generate"))
+        .body("{not json")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error());
+    let huge = vec![0u8; 17 << 20];
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/generate"))
+        .body(huge)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+}
+
+#[tokio::test]
+async fn completions_and_chat_with_a_simple_template() {
+    let template = ChatTemplate::new(SIMPLE_TEMPLATE, "", "", "t").unwrap();
+    let url = serve(crate::engine(sharp(21)), Some(template)).await;
+    let reference = sharp(21);
+    let (status, body) = post(
+        &format!("{url}/v1/completions"),
+        json!({"prompt": "Hello", "max_tokens": 8, "temperature": 0, "logprobs": 2, "ignore_eos": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let prompt: Vec<u32> = b"Hello".iter().map(|&b| u32::from(b)).collect();
+    let want = greedy_reference(&reference, &prompt, 8);
+    let c = &body["choices"][0];
+    assert_eq!(c["text"], bytes_tokenizer().decode(&want, true).unwrap());
+    assert_eq!(c["logprobs"]["token_logprobs"].as_array().unwrap().len(), 8);
+    assert_eq!(c["logprobs"]["top_logprobs"][0].as_object().unwrap().len(), 2);
+    // Chat: the template is applied, and token ids come back on request.
+    let (status, body) = post(
+        &format!("{url}/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_tokens": 5,
+               "temperature": 0, "return_token_ids": true, "ignore_eos": true, "logprobs": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let prompt_ids: Vec<u32> = serde_json::from_value(body["prompt_token_ids"].clone()).unwrap();
+    assert_eq!(bytes_tokenizer().decode(&prompt_ids, false).unwrap(), "<user>Hi<assistant>");
+    let ids: Vec<u32> = serde_json::from_value(body["choices"][0]["token_ids"].clone()).unwrap();
+    assert_eq!(ids, greedy_reference(&reference, &prompt_ids, 5));
+    assert_eq!(body["choices"][0]["logprobs"]["content"].as_array().unwrap().len(), 5);
+    let (status, v) =
+        post(&format!("{url}/v1/chat/completions"), json!({"messages": [{"content": "x"}]})).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("messages[0].role"), "{v}");
+}
+
+/// /update_weights during decoding: responses in flight stay consistent, later ones use the new
+/// weights; /pause holds decoding; /health and /metrics report the version.
+#[tokio::test]
+async fn update_weights_pause_resume_health_metrics() {
+    let (a, b) = (sharp(30), sharp(31));
+    let dir = tempfile::tempdir().unwrap();
+    weights::save_model(&b, dir.path()).unwrap();
+    let url = serve(crate::engine(sharp(30)), None).await;
+    let prompt = [9u32, 8, 7];
+    let long = json!({"prompt_token_ids": prompt, "max_tokens": 150, "temperature": 0, "ignore_eos": true, "n": 2});
+    let inflight = tokio::spawn({
+        let url = url.clone();
+        let long = long.clone();
+        async move { post(&format!("{url}/v1/generate"), long).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, v) = post(&format!("{url}/update_weights"), json!({"path": dir.path()})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["version"], 1);
+    let (_, body) = inflight.await.unwrap();
+    for c in body["choices"].as_array().unwrap() {
+        let ids: Vec<u32> = serde_json::from_value(c["token_ids"].clone()).unwrap();
+        assert_eq!(ids.len(), 150);
+        assert_eq!(c["policy_version"], 0);
+        // Whatever the switch point, the tokens are a greedy path of A then of B, never garbage.
+        let under_a = greedy_reference(&a, &prompt, ids.len());
+        let switch = ids.iter().zip(&under_a).take_while(|(x, y)| x == y).count();
+        let ctx: Vec<u32> = prompt.iter().chain(&ids[..switch]).copied().collect();
+        assert_eq!(
+            ids[switch..],
+            greedy_reference(&b, &ctx, ids.len() - switch)[..],
+            "switch at {switch}"
+        );
+    }
+    let (_, after) = post(
+        &format!("{url}/v1/generate"),
+        json!({"prompt_token_ids": prompt, "max_tokens": 20, "temperature": 0, "ignore_eos": true}),
+    )
+    .await;
+    let ids: Vec<u32> = serde_json::from_value(after["choices"][0]["token_ids"].clone()).unwrap();
+    assert_eq!(ids, greedy_reference(&b, &prompt, 20));
+    assert_eq!(after["policy_version"], 1);
+
+    // Weights that do not fit the model are refused, and the old ones stay.
+    let other = tempfile::tempdir().unwrap();
+    let mut cfg = b.config().clone();
+    cfg.intermediate_size = 48;
+    weights::save_model(
+        &temper_model::Transformer::init_random(cfg, 1, &Device::Cpu).unwrap(),
+        other.path(),
+    )
+    .unwrap();
+    let (status, v) = post(&format!("{url}/update_weights"), json!({"path": other.path()})).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("gate_proj"), "{v}");
+
+    // Paused: requests wait; resumed: they finish.
+    let (status, _) = post(&format!("{url}/pause"), json!({})).await;
+    assert_eq!(status, 200);
+    let waiting = tokio::spawn({
+        let url = url.clone();
+        async move {
+            post(&format!("{url}/v1/generate"), json!({"prompt_token_ids": [1], "max_tokens": 3}))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    let health: Value = reqwest::get(format!("{url}/health")).await.unwrap().json().await.unwrap();
+    assert_eq!((health["paused"].clone(), health["version"].clone()), (json!(true), json!(1)));
+    let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("temper_inference_queue_depth 1"), "{metrics}");
+    assert!(metrics.contains("temper_inference_weight_version 1"));
+    assert!(metrics.contains("temper_inference_generated_tokens_total 320"), "{metrics}");
+    post(&format!("{url}/resume"), json!({})).await;
+    let (status, _) = waiting.await.unwrap();
+    assert_eq!(status, 200);
+}
