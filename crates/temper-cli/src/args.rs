@@ -49,6 +49,40 @@ pub enum InferenceCommand {
     /// {"path": DIR, "version": N} swaps in the safetensors of DIR between two decode steps,
     /// POST /pause and /resume, GET /health and GET /metrics (Prometheus).
     Serve(InferenceServeArgs),
+    /// Measure prefill and decode throughput, side by side with Hugging Face transformers.
+    ///
+    /// Greedy decoding of batches of equal-length prompts (token ids), timed the same way on both
+    /// sides: prefill tokens/s (one forward over every prompt) and decode tokens/s (the tokens
+    /// after the first). The model is exported as Hugging Face safetensors (f32) for transformers,
+    /// which runs in the Python given by --python (a virtual environment with torch and
+    /// transformers; scripts/bench-inference makes one). Prints a table and writes JSON.
+    Bench(InferenceBenchArgs),
+}
+
+/// `temper inference bench`.
+#[derive(Debug, Args)]
+pub struct InferenceBenchArgs {
+    /// The model (a Hugging Face folder or a .gguf file).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Python with torch and transformers, for the reference side (omit to measure temper only).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Batch sizes measured.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    pub batches: Vec<usize>,
+    /// Tokens per prompt.
+    #[arg(long, default_value_t = 128)]
+    pub prompt_len: usize,
+    /// Tokens generated per sequence.
+    #[arg(long, default_value_t = 64)]
+    pub new_tokens: usize,
+    /// Repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/inference.json")]
+    pub output: PathBuf,
 }
 
 /// `temper inference serve`.
@@ -67,6 +101,9 @@ pub struct InferenceServeArgs {
     /// Precision of the weights and activations.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub dtype: Precision,
+    /// Where to compute: `cpu`, or `cuda` / `cuda:N` (needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// Sequences decoding at once; further requests wait.
     #[arg(long, default_value_t = 64)]
     pub max_running: usize,

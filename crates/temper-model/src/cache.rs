@@ -70,7 +70,8 @@ impl KvCache {
     }
 
     /// Writes the keys and values (`[kv_heads, n, head_dim]`) of `n` new positions of `layer`
-    /// after those held, and returns all of them (`[kv_heads, len + n, head_dim]`). The new
+    /// after those held, and returns all of them (`[kv_heads, len + n, head_dim]`, views into the
+    /// cache's buffers, valid until the next append). The new
     /// positions count once [`KvCache::advance`] is called, after every layer.
     pub(crate) fn append(
         &mut self,
@@ -89,10 +90,8 @@ impl KvCache {
         let (kb, vb) = &self.layers[layer];
         kb.slice_set(&k.detach().to_dtype(self.dtype)?.contiguous()?, 1, self.len)?;
         vb.slice_set(&v.detach().to_dtype(self.dtype)?.contiguous()?, 1, self.len)?;
-        Ok((
-            kb.narrow(1, 0, self.len + n)?.contiguous()?,
-            vb.narrow(1, 0, self.len + n)?.contiguous()?,
-        ))
+        // Views into the buffers, not copies: the attention matmuls read strided batches.
+        Ok((kb.narrow(1, 0, self.len + n)?, vb.narrow(1, 0, self.len + n)?))
     }
 
     /// Counts `n` positions written to every layer.

@@ -12,6 +12,11 @@ pub enum Architecture {
     Llama,
     /// Qwen3 dense: Llama plus an RMS norm on each query and key head.
     Qwen3,
+    /// Qwen3 mixture of experts: Qwen3 attention, softmax routing over experts.
+    Qwen3Moe,
+    /// GLM-4.5 mixture of experts: sigmoid routing with a correction bias, shared experts, the
+    /// first layers dense, partial rotary embeddings.
+    Glm4Moe,
 }
 
 impl Architecture {
@@ -20,6 +25,8 @@ impl Architecture {
         match self {
             Self::Llama => "llama",
             Self::Qwen3 => "qwen3",
+            Self::Qwen3Moe => "qwen3_moe",
+            Self::Glm4Moe => "glm4_moe",
         }
     }
 
@@ -28,8 +35,40 @@ impl Architecture {
         match self {
             Self::Llama => "LlamaForCausalLM",
             Self::Qwen3 => "Qwen3ForCausalLM",
+            Self::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Self::Glm4Moe => "Glm4MoeForCausalLM",
         }
     }
+}
+
+/// How a mixture-of-experts layer scores its experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Gating {
+    /// Softmax over all experts (Qwen3-MoE).
+    Softmax,
+    /// Independent sigmoids, chosen by score plus a correction bias (GLM-4.5, DeepSeek-V3).
+    Sigmoid,
+}
+
+/// The mixture-of-experts part of a configuration.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MoeConfig {
+    /// Routed experts per MoE layer.
+    pub num_experts: usize,
+    /// Experts each token is sent to.
+    pub num_experts_per_tok: usize,
+    /// Hidden width of each expert's MLP.
+    pub moe_intermediate_size: usize,
+    /// Rescale the chosen experts' weights to sum to 1.
+    pub norm_topk_prob: bool,
+    /// How experts are scored.
+    pub gating: Gating,
+    /// Factor on the routed experts' output (GLM-4.5: 2.5).
+    pub routed_scaling_factor: f64,
+    /// Experts every token goes through (their MLP is `n_shared_experts` experts wide).
+    pub n_shared_experts: usize,
+    /// Which layers are dense (a plain MLP of `intermediate_size`) rather than MoE.
+    pub dense_layers: Vec<bool>,
 }
 
 /// Everything the model's shape and numerics depend on.
@@ -69,6 +108,10 @@ pub struct ModelConfig {
     pub eos_token_ids: Vec<u32>,
     /// The beginning-of-sequence token, when the model has one.
     pub bos_token_id: Option<u32>,
+    /// Each query and key head has its own RMS norm.
+    pub use_qk_norm: bool,
+    /// The mixture of experts, for the MoE families.
+    pub moe: Option<MoeConfig>,
 }
 
 fn field<'a>(v: &'a Value, name: &str, file: &str) -> Result<&'a Value, ModelError> {
@@ -119,9 +162,11 @@ impl ModelConfig {
         let architecture = match model_type {
             "llama" => Architecture::Llama,
             "qwen3" => Architecture::Qwen3,
+            "qwen3_moe" => Architecture::Qwen3Moe,
+            "glm4_moe" => Architecture::Glm4Moe,
             other => {
                 return Err(bad(format!(
-                    "model_type `{other}` is not supported (supported: llama, qwen3)"
+                    "model_type `{other}` is not supported (supported: llama, qwen3, qwen3_moe, glm4_moe)"
                 )));
             }
         };
@@ -182,12 +227,77 @@ impl ModelConfig {
                 "partial_rotary_factor {partial_rotary_factor} with head_dim {head_dim} does not give an even rotary width"
             )));
         }
+        let num_hidden_layers = usize_field(&v, "num_hidden_layers", file)?;
+        let moe = match architecture {
+            Architecture::Llama | Architecture::Qwen3 => None,
+            Architecture::Qwen3Moe => {
+                let step = match v.get("decoder_sparse_step") {
+                    None | Some(Value::Null) => 1,
+                    Some(_) => usize_field(&v, "decoder_sparse_step", file)?,
+                };
+                let only_mlp = ids(v.get("mlp_only_layers"));
+                let dense_layers = (0..num_hidden_layers)
+                    .map(|i| only_mlp.contains(&(i as u32)) || (i + 1) % step != 0)
+                    .collect();
+                Some(MoeConfig {
+                    num_experts: usize_field(&v, "num_experts", file)?,
+                    num_experts_per_tok: usize_field(&v, "num_experts_per_tok", file)?,
+                    moe_intermediate_size: usize_field(&v, "moe_intermediate_size", file)?,
+                    norm_topk_prob: v
+                        .get("norm_topk_prob")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    gating: Gating::Softmax,
+                    routed_scaling_factor: 1.0,
+                    n_shared_experts: 0,
+                    dense_layers,
+                })
+            }
+            Architecture::Glm4Moe => {
+                for (name, want) in [("n_group", 1), ("topk_group", 1)] {
+                    if let Some(x) = v.get(name).and_then(Value::as_u64).filter(|x| *x != want) {
+                        return Err(bad(format!(
+                            "`{name}` = {x} (grouped routing) is not supported; only {want}"
+                        )));
+                    }
+                }
+                let first_dense =
+                    v.get("first_k_dense_replace").and_then(Value::as_u64).unwrap_or(0) as usize;
+                Some(MoeConfig {
+                    num_experts: usize_field(&v, "n_routed_experts", file)?,
+                    num_experts_per_tok: usize_field(&v, "num_experts_per_tok", file)?,
+                    moe_intermediate_size: usize_field(&v, "moe_intermediate_size", file)?,
+                    norm_topk_prob: v
+                        .get("norm_topk_prob")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true),
+                    gating: Gating::Sigmoid,
+                    routed_scaling_factor: f64_field(&v, "routed_scaling_factor", 1.0, file)?,
+                    n_shared_experts: v.get("n_shared_experts").and_then(Value::as_u64).unwrap_or(0)
+                        as usize,
+                    dense_layers: (0..num_hidden_layers).map(|i| i < first_dense).collect(),
+                })
+            }
+        };
+        if let Some(m) = &moe
+            && m.num_experts_per_tok > m.num_experts
+        {
+            return Err(bad(format!(
+                "num_experts_per_tok ({}) is over the number of experts ({})",
+                m.num_experts_per_tok, m.num_experts
+            )));
+        }
+        let use_qk_norm = match architecture {
+            Architecture::Qwen3 | Architecture::Qwen3Moe => true,
+            Architecture::Llama => false,
+            Architecture::Glm4Moe => v.get("use_qk_norm").and_then(Value::as_bool).unwrap_or(false),
+        };
         let cfg = Self {
             architecture,
             vocab_size: usize_field(&v, "vocab_size", file)?,
             hidden_size,
             intermediate_size: usize_field(&v, "intermediate_size", file)?,
-            num_hidden_layers: usize_field(&v, "num_hidden_layers", file)?,
+            num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
@@ -206,6 +316,8 @@ impl ModelConfig {
             attention_bias: v.get("attention_bias").and_then(Value::as_bool).unwrap_or(false),
             eos_token_ids: ids(v.get("eos_token_id")),
             bos_token_id: ids(v.get("bos_token_id")).first().copied(),
+            use_qk_norm,
+            moe,
         };
         Ok(cfg)
     }
@@ -256,6 +368,32 @@ impl ModelConfig {
         if let Some(bos) = self.bos_token_id {
             v["bos_token_id"] = json!(bos);
         }
+        if self.architecture == Architecture::Glm4Moe {
+            v["use_qk_norm"] = json!(self.use_qk_norm);
+        }
+        if let Some(m) = &self.moe {
+            v["num_experts_per_tok"] = json!(m.num_experts_per_tok);
+            v["moe_intermediate_size"] = json!(m.moe_intermediate_size);
+            v["norm_topk_prob"] = json!(m.norm_topk_prob);
+            match self.architecture {
+                Architecture::Glm4Moe => {
+                    v["n_routed_experts"] = json!(m.num_experts);
+                    v["n_shared_experts"] = json!(m.n_shared_experts);
+                    v["routed_scaling_factor"] = json!(m.routed_scaling_factor);
+                    v["first_k_dense_replace"] =
+                        json!(m.dense_layers.iter().take_while(|d| **d).count());
+                    v["n_group"] = json!(1);
+                    v["topk_group"] = json!(1);
+                }
+                _ => {
+                    v["num_experts"] = json!(m.num_experts);
+                    let only: Vec<usize> =
+                        (0..m.dense_layers.len()).filter(|&i| m.dense_layers[i]).collect();
+                    v["mlp_only_layers"] = json!(only);
+                    v["decoder_sparse_step"] = json!(1);
+                }
+            }
+        }
         v
     }
 
@@ -264,9 +402,14 @@ impl ModelConfig {
         (self.head_dim as f64 * self.partial_rotary_factor) as usize
     }
 
-    /// Whether each query and key head has its own RMS norm (Qwen3).
+    /// Whether each query and key head has its own RMS norm (Qwen3, Qwen3-MoE, some GLM-4.5).
     pub fn qk_norm(&self) -> bool {
-        self.architecture == Architecture::Qwen3
+        self.use_qk_norm
+    }
+
+    /// Whether layer `i` is a mixture of experts.
+    pub fn is_moe_layer(&self, i: usize) -> bool {
+        self.moe.as_ref().is_some_and(|m| !m.dense_layers.get(i).copied().unwrap_or(false))
     }
 
     /// A small configuration for tests and from-scratch toy models.
@@ -283,12 +426,36 @@ impl ModelConfig {
             rms_norm_eps: 1e-5,
             rope_theta: 10_000.0,
             rope_scaling: None,
-            partial_rotary_factor: 1.0,
+            partial_rotary_factor: if architecture == Architecture::Glm4Moe { 0.5 } else { 1.0 },
             max_position_embeddings: 512,
             tie_word_embeddings: architecture == Architecture::Qwen3,
-            attention_bias: false,
+            attention_bias: architecture == Architecture::Glm4Moe,
             eos_token_ids: vec![0],
             bos_token_id: None,
+            use_qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Qwen3Moe),
+            moe: match architecture {
+                Architecture::Llama | Architecture::Qwen3 => None,
+                Architecture::Qwen3Moe => Some(MoeConfig {
+                    num_experts: 6,
+                    num_experts_per_tok: 2,
+                    moe_intermediate_size: 16,
+                    norm_topk_prob: true,
+                    gating: Gating::Softmax,
+                    routed_scaling_factor: 1.0,
+                    n_shared_experts: 0,
+                    dense_layers: vec![false, false],
+                }),
+                Architecture::Glm4Moe => Some(MoeConfig {
+                    num_experts: 6,
+                    num_experts_per_tok: 2,
+                    moe_intermediate_size: 16,
+                    norm_topk_prob: true,
+                    gating: Gating::Sigmoid,
+                    routed_scaling_factor: 2.5,
+                    n_shared_experts: 1,
+                    dense_layers: vec![true, false],
+                }),
+            },
         }
     }
 }

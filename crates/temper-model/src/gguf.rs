@@ -164,6 +164,8 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<GgufModel
         attention_bias: content.tensor_infos.contains_key("blk.0.attn_q.bias"),
         eos_token_ids: meta.token_id("tokenizer.ggml.eos_token_id").into_iter().collect(),
         bos_token_id: meta.token_id("tokenizer.ggml.bos_token_id"),
+        use_qk_norm: content.tensor_infos.contains_key("blk.0.attn_q_norm.weight"),
+        moe: None,
     };
 
     let mut tensors = BTreeMap::new();

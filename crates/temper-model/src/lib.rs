@@ -15,6 +15,7 @@
 pub mod chat;
 pub mod config;
 pub mod gguf;
+pub mod kernels;
 pub mod ops;
 pub mod tokenizer;
 pub mod weights;
@@ -26,7 +27,7 @@ mod transformer;
 
 pub use cache::KvCache;
 pub use chat::ChatTemplate;
-pub use config::{Architecture, ModelConfig};
+pub use config::{Architecture, Gating, ModelConfig, MoeConfig};
 pub use pretrained::Pretrained;
 pub use tokenizer::{StreamDecoder, Tokenizer};
 pub use transformer::{Logits, Transformer, param_shapes};

@@ -3,7 +3,8 @@
 //! candle-nn's fused `softmax_last_dim`, `rms_norm`, `layer_norm` and `rope` are custom ops with
 //! no backward pass: a loss that flows through them trains nothing behind them, without any
 //! error. Nothing here uses them (a test scans this crate's sources for them), and every function
-//! below has a finite-difference gradient check in the tests.
+//! below has a finite-difference gradient check in the tests. The one custom kernel
+//! ([`crate::kernels`]) has its backward written out and checked the same way.
 
 use candle_core::{D, DType, Device, Result, Tensor};
 
@@ -32,12 +33,20 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
 }
 
 /// `x W^T + b` for `x` of shape `[n, in]` and `W` of shape `[out, in]` (the Hugging Face layout).
+///
+/// A few rows in f32 on the CPU (a decode step) go through [`crate::kernels::matmul_wt`], a
+/// kernel with its own backward; everything else through candle's matmul.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    let y = x.matmul(&weight.t()?)?;
+    let y = crate::kernels::matmul_wt(x, weight)?;
     match bias {
         Some(b) => y.broadcast_add(b),
         None => Ok(y),
     }
+}
+
+/// The logistic function `1 / (1 + exp(-x))`, from differentiable primitives.
+pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
+    (x.neg()?.exp()? + 1.0)?.recip()
 }
 
 /// SiLU, `x · sigmoid(x)` (candle-core's unary op, which has a backward pass).
@@ -177,13 +186,25 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
         );
     }
     let group = heads / kv_heads;
-    // [n, heads, d] -> [heads, n, d] -> [kv_heads, group * n, d]
-    let q = q.transpose(0, 1)?.contiguous()?.reshape((kv_heads, group * n, head_dim))?;
+    // [n, heads, d] -> [heads, n, d] -> [kv_heads, group * n, d]; one query is already in order.
+    let q = if n == 1 {
+        q.reshape((kv_heads, group, head_dim))?
+    } else {
+        q.transpose(0, 1)?.contiguous()?.reshape((kv_heads, group * n, head_dim))?
+    };
     let scale = 1.0 / (head_dim as f64).sqrt();
     let scores = (q.matmul(&k.t()?)? * scale)?;
-    let mask = causal_mask(n, len, group, q.device())?.to_dtype(scores.dtype())?;
-    let probs = softmax_last_dim(&scores.broadcast_add(&mask)?)?;
+    // One query at the last position sees every key: no mask (the decode step).
+    let scores = if n == 1 {
+        scores
+    } else {
+        scores.broadcast_add(&causal_mask(n, len, group, q.device())?.to_dtype(scores.dtype())?)?
+    };
+    let probs = softmax_last_dim(&scores)?;
     let out = probs.matmul(v)?; // [kv_heads, group * n, d]
+    if n == 1 {
+        return out.reshape((1, heads * head_dim));
+    }
     out.reshape((heads, n, head_dim))?.transpose(0, 1)?.contiguous()?.reshape((n, heads * head_dim))
 }
 

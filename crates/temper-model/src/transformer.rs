@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use candle_core::{DType, Device, Tensor, Var};
 
 use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
-use crate::{KvCache, ModelConfig, ModelError, init};
+use crate::{Gating, KvCache, ModelConfig, ModelError, init};
 
 /// Which logits [`Transformer::step`] returns for each chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +29,95 @@ struct Layer {
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     post_norm: Tensor,
+    mlp: Mlp,
+}
+
+/// A gated MLP: `down(silu(gate(x)) * up(x))`.
+#[derive(Debug, Clone)]
+struct Ffn {
     gate: Tensor,
     up: Tensor,
     down: Tensor,
+}
+
+impl Ffn {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let h = (ops::silu(&linear(x, &self.gate, None)?)? * linear(x, &self.up, None)?)?;
+        linear(&h, &self.down, None)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Mlp {
+    Dense(Ffn),
+    Moe(Box<Moe>),
+}
+
+/// A mixture-of-experts MLP.
+#[derive(Debug, Clone)]
+struct Moe {
+    router: Tensor,
+    correction_bias: Option<Tensor>,
+    experts: Vec<Ffn>,
+    shared: Option<Ffn>,
+    top_k: usize,
+    norm_topk_prob: bool,
+    gating: Gating,
+    scale: f64,
+}
+
+impl Moe {
+    /// Routes each row of `x` (`[n, hidden]`) to its top-k experts and sums their outputs by
+    /// routing weight. Scores, the top-k choice and the weights are computed as tensors (on the
+    /// model's device); only the chosen expert ids come to the host, to group rows by expert.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (n, hidden) = x.dims2()?;
+        let logits = linear(x, &self.router, None)?;
+        let probs = match self.gating {
+            Gating::Softmax => ops::softmax_last_dim(&logits)?,
+            Gating::Sigmoid => ops::sigmoid(&logits)?,
+        };
+        // The correction bias only decides which experts are chosen.
+        let choice = match &self.correction_bias {
+            Some(b) => probs.detach().broadcast_add(&b.detach())?,
+            None => probs.detach(),
+        };
+        let idx = choice.arg_sort_last_dim(false)?.narrow(1, 0, self.top_k)?.contiguous()?;
+        let mut weights = probs.gather(&idx, 1)?;
+        if self.norm_topk_prob {
+            let denom = (weights.sum_keepdim(1)? + 1e-20)?;
+            weights = weights.broadcast_div(&denom)?;
+        }
+        if self.scale != 1.0 {
+            weights = (weights * self.scale)?;
+        }
+        let weights = weights.flatten_all()?;
+        let chosen = idx.to_vec2::<u32>()?;
+        let mut per_expert: Vec<(Vec<u32>, Vec<u32>)> =
+            vec![(Vec::new(), Vec::new()); self.experts.len()];
+        for (t, row) in chosen.iter().enumerate() {
+            for (slot, &e) in row.iter().enumerate() {
+                per_expert[e as usize].0.push(t as u32);
+                per_expert[e as usize].1.push((t * self.top_k + slot) as u32);
+            }
+        }
+        let mut out = Tensor::zeros((n, hidden), x.dtype(), x.device())?;
+        for (expert, (rows, flat)) in self.experts.iter().zip(per_expert) {
+            if rows.is_empty() {
+                continue;
+            }
+            let m = rows.len();
+            let rows = Tensor::from_vec(rows, m, x.device())?;
+            let flat = Tensor::from_vec(flat, m, x.device())?;
+            let y = expert.forward(&x.index_select(&rows, 0)?)?;
+            let w = weights.index_select(&flat, 0)?.unsqueeze(1)?;
+            out = out.index_add(&rows, &y.broadcast_mul(&w)?, 0)?;
+        }
+        match &self.shared {
+            Some(shared) => out + shared.forward(x)?,
+            None => Ok(out),
+        }
+    }
 }
 
 /// A decoder-only transformer whose weights are candle [`Var`]s, so a loss on its output can be
@@ -47,6 +133,7 @@ pub struct Transformer {
     norm: Tensor,
     lm_head: Tensor,
     rope: Rope,
+    trainable: bool,
 }
 
 /// The weights a configuration needs: Hugging Face name and shape, in a fixed order.
@@ -71,9 +158,26 @@ pub fn param_shapes(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
             out.push((p("self_attn.k_norm.weight"), vec![hd]));
         }
         out.push((p("post_attention_layernorm.weight"), vec![h]));
-        out.push((p("mlp.gate_proj.weight"), vec![cfg.intermediate_size, h]));
-        out.push((p("mlp.up_proj.weight"), vec![cfg.intermediate_size, h]));
-        out.push((p("mlp.down_proj.weight"), vec![h, cfg.intermediate_size]));
+        let mut mlp = |prefix: String, width: usize| {
+            out.push((format!("{prefix}.gate_proj.weight"), vec![width, h]));
+            out.push((format!("{prefix}.up_proj.weight"), vec![width, h]));
+            out.push((format!("{prefix}.down_proj.weight"), vec![h, width]));
+        };
+        match &cfg.moe {
+            Some(m) if cfg.is_moe_layer(i) => {
+                for e in 0..m.num_experts {
+                    mlp(p(&format!("mlp.experts.{e}")), m.moe_intermediate_size);
+                }
+                if m.n_shared_experts > 0 {
+                    mlp(p("mlp.shared_experts"), m.moe_intermediate_size * m.n_shared_experts);
+                }
+                out.push((p("mlp.gate.weight"), vec![m.num_experts, h]));
+                if m.gating == Gating::Sigmoid {
+                    out.push((p("mlp.gate.e_score_correction_bias"), vec![m.num_experts]));
+                }
+            }
+            _ => mlp(p("mlp"), cfg.intermediate_size),
+        }
     }
     out.push(("model.norm.weight".to_owned(), vec![h]));
     if !cfg.tie_word_embeddings {
@@ -116,7 +220,7 @@ impl Transformer {
         for (i, (name, shape)) in param_shapes(&cfg).into_iter().enumerate() {
             let t = if name.ends_with("norm.weight") {
                 Tensor::ones(shape.as_slice(), DType::F32, device)?
-            } else if name.ends_with(".bias") {
+            } else if name.ends_with(".bias") || name.ends_with("e_score_correction_bias") {
                 Tensor::zeros(shape.as_slice(), DType::F32, device)?
             } else {
                 init::normal(
@@ -136,13 +240,35 @@ impl Transformer {
         params: Vec<(String, Var)>,
         device: &Device,
     ) -> Result<Self, ModelError> {
+        Self::assemble_as(cfg, params, device, true)
+    }
+
+    /// The same weights (shared storage, nothing copied) with gradient tracking off: a forward
+    /// pass records no graph, so each intermediate is freed as soon as it is used. For inference;
+    /// a loss on a frozen model's output has no gradient.
+    pub fn frozen(self) -> Result<Self, ModelError> {
+        Self::assemble_as(self.cfg, self.params, &self.device, false)
+    }
+
+    /// Whether a forward pass records the graph for gradients (see [`Transformer::frozen`]).
+    pub fn is_trainable(&self) -> bool {
+        self.trainable
+    }
+
+    fn assemble_as(
+        cfg: ModelConfig,
+        params: Vec<(String, Var)>,
+        device: &Device,
+        trainable: bool,
+    ) -> Result<Self, ModelError> {
         let map: BTreeMap<&str, &Var> = params.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let take = |v: &Var| if trainable { v.as_tensor().clone() } else { v.as_tensor().detach() };
         let get = |name: &str| -> Result<Tensor, ModelError> {
             map.get(name)
-                .map(|v| v.as_tensor().clone())
+                .map(|v| take(v))
                 .ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })
         };
-        let opt = |name: &str| map.get(name).map(|v| v.as_tensor().clone());
+        let opt = |name: &str| map.get(name).map(|v| take(v));
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
             let p = |name: &str| format!("model.layers.{i}.{name}");
@@ -158,9 +284,34 @@ impl Transformer {
                 q_norm: opt(&p("self_attn.q_norm.weight")),
                 k_norm: opt(&p("self_attn.k_norm.weight")),
                 post_norm: get(&p("post_attention_layernorm.weight"))?,
-                gate: get(&p("mlp.gate_proj.weight"))?,
-                up: get(&p("mlp.up_proj.weight"))?,
-                down: get(&p("mlp.down_proj.weight"))?,
+                mlp: {
+                    let ffn = |prefix: &str| -> Result<Ffn, ModelError> {
+                        Ok(Ffn {
+                            gate: get(&p(&format!("{prefix}.gate_proj.weight")))?,
+                            up: get(&p(&format!("{prefix}.up_proj.weight")))?,
+                            down: get(&p(&format!("{prefix}.down_proj.weight")))?,
+                        })
+                    };
+                    match &cfg.moe {
+                        Some(m) if cfg.is_moe_layer(i) => Mlp::Moe(Box::new(Moe {
+                            router: get(&p("mlp.gate.weight"))?,
+                            correction_bias: opt(&p("mlp.gate.e_score_correction_bias")),
+                            experts: (0..m.num_experts)
+                                .map(|e| ffn(&format!("mlp.experts.{e}")))
+                                .collect::<Result<_, _>>()?,
+                            shared: if m.n_shared_experts > 0 {
+                                Some(ffn("mlp.shared_experts")?)
+                            } else {
+                                None
+                            },
+                            top_k: m.num_experts_per_tok,
+                            norm_topk_prob: m.norm_topk_prob,
+                            gating: m.gating,
+                            scale: m.routed_scaling_factor,
+                        })),
+                        _ => Mlp::Dense(ffn("mlp")?),
+                    }
+                },
             });
         }
         let embed = get("model.embed_tokens.weight")?;
@@ -173,6 +324,7 @@ impl Transformer {
             device,
         )?;
         Ok(Self {
+            trainable,
             norm: get("model.norm.weight")?,
             embed,
             lm_head,
@@ -315,11 +467,14 @@ impl Transformer {
             }
             let q = self.rope.apply(&q, &positions)?;
             let k = self.rope.apply(&k, &positions)?;
+            // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
+            let k = k.transpose(0, 1)?.contiguous()?;
+            let v = v.transpose(0, 1)?.contiguous()?;
             let mut outs = Vec::with_capacity(spans.len());
             for (i, &(offset, len)) in spans.iter().enumerate() {
                 let qi = q.narrow(0, offset, len)?;
-                let ki = k.narrow(0, offset, len)?.transpose(0, 1)?.contiguous()?;
-                let vi = v.narrow(0, offset, len)?.transpose(0, 1)?.contiguous()?;
+                let ki = k.narrow(1, offset, len)?;
+                let vi = v.narrow(1, offset, len)?;
                 let (ka, va) = match caches.as_deref_mut() {
                     Some(caches) => caches[i].append(l, &ki, &vi)?,
                     None => (ki, vi),
@@ -329,8 +484,11 @@ impl Transformer {
             let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
             x = (x + linear(&attn, &layer.o, None)?)?;
             let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
-            let mlp = (ops::silu(&linear(&h, &layer.gate, None)?)? * linear(&h, &layer.up, None)?)?;
-            x = (x + linear(&mlp, &layer.down, None)?)?;
+            let mlp = match &layer.mlp {
+                Mlp::Dense(ffn) => ffn.forward(&h)?,
+                Mlp::Moe(moe) => moe.forward(&h)?,
+            };
+            x = (x + mlp)?;
         }
         if let Some(caches) = caches {
             for (cache, chunk) in caches.iter_mut().zip(chunks) {
@@ -350,6 +508,19 @@ impl Transformer {
                 spans.iter().map(|&(o, len)| Ok(logits.narrow(0, o, len)?)).collect()
             }
         }
+    }
+
+    /// The MLP of layer `layer` (dense or mixture of experts) applied to `x` (`[n, hidden]`): for
+    /// checks against reference implementations.
+    pub fn layer_mlp(&self, layer: usize, x: &Tensor) -> Result<Tensor, ModelError> {
+        let l = self
+            .layers
+            .get(layer)
+            .ok_or_else(|| candle_core::Error::Msg(format!("no layer {layer}")))?;
+        Ok(match &l.mlp {
+            Mlp::Dense(ffn) => ffn.forward(x)?,
+            Mlp::Moe(moe) => moe.forward(x)?,
+        })
     }
 
     /// The weights as plain tensors by Hugging Face name (for saving), tied ones once.

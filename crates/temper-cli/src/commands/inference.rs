@@ -13,6 +13,7 @@ use crate::args::{InferenceCommand, InferenceServeArgs, Precision};
 pub async fn run(command: InferenceCommand) -> anyhow::Result<()> {
     match command {
         InferenceCommand::Serve(args) => serve(args).await,
+        InferenceCommand::Bench(args) => super::inference_bench::run(args).await,
     }
 }
 
@@ -25,9 +26,28 @@ pub fn dtype(p: Precision) -> DType {
     }
 }
 
+/// The device a `--device` value names.
+pub fn device(name: &str) -> anyhow::Result<Device> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Device::new_cuda(0)
+            .context("cannot open CUDA device 0 (is this a `--features cuda` build?)"),
+        other => {
+            let n: usize = other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .with_context(|| format!("--device {other}: expected cpu, cuda or cuda:N"))?;
+            Device::new_cuda(n).with_context(|| {
+                format!("cannot open CUDA device {n} (is this a `--features cuda` build?)")
+            })
+        }
+    }
+}
+
 async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let dtype = dtype(args.dtype);
-    let device = Device::Cpu;
+    let device = device(&args.device)?;
+    let state_device = device.clone();
     let started = std::time::Instant::now();
     let path = args.model.clone();
     let mut p = tokio::task::spawn_blocking(move || Pretrained::load(&path, dtype, &device))
@@ -71,6 +91,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
             max_step_tokens: args.max_step_tokens,
             max_waiting: args.max_waiting,
             seed: args.seed,
+            threads: 0,
         },
         0,
     );
@@ -79,7 +100,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
         template: p.chat_template,
         model_name: name,
         dtype,
-        device: Device::Cpu,
+        device: state_device,
         updating: tokio::sync::Mutex::new(()),
         tokens_per_s: std::sync::Mutex::new(0.0),
     });

@@ -3,6 +3,7 @@
 mod envs;
 mod eval;
 mod inference;
+mod inference_bench;
 mod sandbox;
 mod sandbox_bench;
 mod verify;

@@ -8,6 +8,7 @@ mod gguf;
 mod grad;
 mod guard;
 mod model;
+mod moe;
 mod pretrained;
 mod weights;
 

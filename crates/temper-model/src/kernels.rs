@@ -1,0 +1,156 @@
+//! A matrix product for a few rows against a large weight (`x W^T` with `x` of 1–16 rows: a
+//! decode step), where candle's general gemm runs far below memory bandwidth.
+//!
+//! Each weight row is read once and dotted with every input row while it is in cache; rows of the
+//! weight are split across threads. The loops are written so the compiler vectorises them, and
+//! compiled for AVX-512, AVX2+FMA and plain x86-64, chosen at run time (`multiversion`). It is a
+//! candle custom op with its backward written out (`dx = g W`, `dW = g^T x`), checked against
+//! finite differences like every other op.
+
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+/// Largest number of input rows the kernel takes (more go to gemm, which is efficient there).
+pub const MAX_ROWS: usize = 16;
+
+/// Output rows per parallel task.
+const ROWS_PER_TASK: usize = 32;
+
+struct SmallRowsMatmul;
+
+impl CustomOp2 for SmallRowsMatmul {
+    fn name(&self) -> &'static str {
+        "small-rows-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(x), CpuStorage::F32(w)) = (s1, s2) else {
+            candle_core::bail!("small-rows-matmul takes f32");
+        };
+        let (Some((xs, xe)), Some((ws, we))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("small-rows-matmul takes contiguous tensors");
+        };
+        let (m, k) = l1.shape().dims2()?;
+        let (out, k2) = l2.shape().dims2()?;
+        if k != k2 || m == 0 || m > MAX_ROWS {
+            candle_core::bail!("small-rows-matmul: [{m}, {k}] by [{out}, {k2}]^T");
+        }
+        let (x, w) = (&x[xs..xe], &w[ws..we]);
+        // Computed as [out, m] (each task owns whole rows), then turned to [m, out].
+        let mut t = vec![0f32; out * m];
+        t.par_chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(|(task, dst)| {
+            let first = task * ROWS_PER_TASK;
+            let rows = dst.len() / m;
+            rows_times_weight(x, m, k, &w[first * k..(first + rows) * k], dst);
+        });
+        let mut y = vec![0f32; m * out];
+        for (o, col) in t.chunks_exact(m).enumerate() {
+            for (i, v) in col.iter().enumerate() {
+                y[i * out + o] = *v;
+            }
+        }
+        Ok((CpuStorage::F32(y), Shape::from((m, out))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        // y = x W^T: dy/dx = g W, dy/dW = g^T x.
+        Ok((Some(grad.matmul(w)?), Some(grad.t()?.matmul(x)?)))
+    }
+}
+
+/// `dst[o * m + i] = dot(w[o], x[i])` for the weight rows `w` (`[rows, k]`) and input rows `x`
+/// (`[m, k]`).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn rows_times_weight(x: &[f32], m: usize, k: usize, w: &[f32], dst: &mut [f32]) {
+    let rows: Vec<&[f32]> = x.chunks_exact(k).collect();
+    for (o, wrow) in w.chunks_exact(k).enumerate() {
+        let out = &mut dst[o * m..(o + 1) * m];
+        let mut i = 0;
+        // Four input rows share each load of the weight row; the rest one at a time.
+        while i + 4 <= m {
+            let d = dot4(wrow, rows[i], rows[i + 1], rows[i + 2], rows[i + 3]);
+            out[i..i + 4].copy_from_slice(&d);
+            i += 4;
+        }
+        while i < m {
+            out[i] = dot1(wrow, rows[i]);
+            i += 1;
+        }
+    }
+}
+
+const L: usize = 16;
+
+#[inline(always)]
+fn dot4(w: &[f32], x0: &[f32], x1: &[f32], x2: &[f32], x3: &[f32]) -> [f32; 4] {
+    let (mut a0, mut a1, mut a2, mut a3) = ([0f32; L], [0f32; L], [0f32; L], [0f32; L]);
+    let chunks = w
+        .chunks_exact(L)
+        .zip(x0.chunks_exact(L))
+        .zip(x1.chunks_exact(L))
+        .zip(x2.chunks_exact(L))
+        .zip(x3.chunks_exact(L));
+    for ((((wc, c0), c1), c2), c3) in chunks {
+        for l in 0..L {
+            a0[l] = wc[l].mul_add(c0[l], a0[l]);
+            a1[l] = wc[l].mul_add(c1[l], a1[l]);
+            a2[l] = wc[l].mul_add(c2[l], a2[l]);
+            a3[l] = wc[l].mul_add(c3[l], a3[l]);
+        }
+    }
+    let tail = w.len() / L * L;
+    let mut out = [a0.iter().sum::<f32>(), a1.iter().sum(), a2.iter().sum(), a3.iter().sum()];
+    for c in tail..w.len() {
+        out[0] = w[c].mul_add(x0[c], out[0]);
+        out[1] = w[c].mul_add(x1[c], out[1]);
+        out[2] = w[c].mul_add(x2[c], out[2]);
+        out[3] = w[c].mul_add(x3[c], out[3]);
+    }
+    out
+}
+
+#[inline(always)]
+fn dot1(w: &[f32], x: &[f32]) -> f32 {
+    let mut a = [0f32; L];
+    for (wc, xc) in w.chunks_exact(L).zip(x.chunks_exact(L)) {
+        for l in 0..L {
+            a[l] = wc[l].mul_add(xc[l], a[l]);
+        }
+    }
+    let tail = w.len() / L * L;
+    let mut s: f32 = a.iter().sum();
+    for c in tail..w.len() {
+        s = w[c].mul_add(x[c], s);
+    }
+    s
+}
+
+/// `x W^T` for `x` `[m, k]` and `W` `[out, k]`: the kernel for f32 on the CPU with at most
+/// [`MAX_ROWS`] rows, candle's matmul otherwise.
+pub fn matmul_wt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let rows = x.dim(0)?;
+    if x.device().is_cpu()
+        && x.dtype() == DType::F32
+        && w.dtype() == DType::F32
+        && x.rank() == 2
+        && rows <= MAX_ROWS
+    {
+        x.contiguous()?.apply_op2(&w.contiguous()?, SmallRowsMatmul)
+    } else {
+        x.matmul(&w.t()?)
+    }
+}

@@ -1,0 +1,46 @@
+"""The Hugging Face transformers side of `temper inference bench`: the same weights (an HF
+folder written by temper), the same prompts (token ids), the same greedy work, timed the same way.
+
+Reads a JSON spec on stdin: {"model_dir", "batches": [B...], "prompt_len", "new_tokens",
+"repeats", "prompts": [[ids]...]} and prints JSON results on stdout. Needs torch and transformers.
+"""
+import json
+import statistics
+import sys
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+spec = json.load(sys.stdin)
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], torch_dtype=torch.float32)
+model.eval()
+results = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": {}}
+
+with torch.inference_mode():
+    # Logits of the first prompt, to check both implementations compute the same function.
+    first = torch.tensor([spec["prompts"][0]])
+    results["check_logits"] = model(first).logits[0, -1, :].tolist()
+    for b in spec["batches"]:
+        ids = torch.tensor(spec["prompts"][:b])
+        prefill, decode = [], []
+        for _ in range(spec["repeats"]):
+            t0 = time.perf_counter()
+            out = model(ids, use_cache=True)
+            t1 = time.perf_counter()
+            past = out.past_key_values
+            nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+            for _ in range(spec["new_tokens"] - 1):
+                out = model(nxt, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+            t2 = time.perf_counter()
+            prefill.append(b * ids.shape[1] / (t1 - t0))
+            decode.append(b * (spec["new_tokens"] - 1) / (t2 - t1))
+        results["batches"][str(b)] = {
+            "prefill_tokens_per_s": statistics.median(prefill),
+            "decode_tokens_per_s": statistics.median(decode),
+        }
+        print(f"transformers batch {b}: done", file=sys.stderr, flush=True)
+print(json.dumps(results))
