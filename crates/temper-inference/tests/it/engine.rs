@@ -43,24 +43,13 @@ async fn seeded_requests_repeat_and_greedy_matches_the_reference() {
     let e = engine(sharp(2));
     let reference = sharp(2);
     let prompt = vec![10u32, 20, 30];
-    let a = run(
-        &e,
-        Request {
-            prompt: prompt.clone(),
-            options: SamplingOptions { seed: Some(9), ..opts(1.0, 20) },
-            n: 2,
-        },
-    )
-    .await;
-    let b = run(
-        &e,
-        Request {
-            prompt: prompt.clone(),
-            options: SamplingOptions { seed: Some(9), ..opts(1.0, 20) },
-            n: 2,
-        },
-    )
-    .await;
+    let seeded = || Request {
+        prompt: prompt.clone(),
+        options: SamplingOptions { seed: Some(9), ..opts(1.0, 20) },
+        n: 2,
+    };
+    let a = run(&e, seeded()).await;
+    let b = run(&e, seeded()).await;
     assert_eq!(a[0].ids, b[0].ids);
     assert_eq!(a[1].ids, b[1].ids);
     let g = run(&e, Request { prompt: prompt.clone(), options: opts(0.0, 30), n: 1 }).await;
