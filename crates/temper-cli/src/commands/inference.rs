@@ -53,6 +53,10 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let mut p = tokio::task::spawn_blocking(move || Pretrained::load(&path, dtype, &device))
         .await?
         .with_context(|| format!("cannot load the model {}", args.model.display()))?;
+    // Fail now, not at the first request, when the dtype/device pair cannot run.
+    p.model.forward(&[0]).with_context(|| {
+        format!("the model cannot run in {:?} on {} (f32 always can)", args.dtype, args.device)
+    })?;
     if let Some(file) = &args.chat_template {
         let src = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
