@@ -200,7 +200,6 @@ impl SamplingFields {
             seed: self.seed,
             top_logprobs,
         };
-        opts.validate().map_err(ApiError::bad)?;
         Ok((opts, self.n.unwrap_or(1)))
     }
 }

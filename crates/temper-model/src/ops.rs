@@ -152,18 +152,42 @@ impl Rope {
     /// Rotates `x` of shape `[n, heads, head_dim]`, row `i` being at position `positions[i]`
     /// (`[n]` of `u32`).
     pub fn apply(&self, x: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        self.at(positions, x.dtype())?.rotate(x)
+    }
+
+    /// The tables for `positions` (`[n]` of `u32`) in `dtype`, to rotate several tensors at
+    /// those positions (every layer's queries and keys of one step) without gathering again.
+    pub fn at(&self, positions: &Tensor, dtype: DType) -> Result<RopeAt> {
+        Ok(RopeAt {
+            cos: self.cos.index_select(positions, 0)?.unsqueeze(1)?.to_dtype(dtype)?,
+            sin: self.sin.index_select(positions, 0)?.unsqueeze(1)?.to_dtype(dtype)?,
+            rotary_dim: self.rotary_dim,
+        })
+    }
+}
+
+/// Rotary tables gathered for one set of positions (see [`Rope::at`]).
+#[derive(Debug, Clone)]
+pub struct RopeAt {
+    /// `[n, 1, rotary_dim / 2]`
+    cos: Tensor,
+    sin: Tensor,
+    rotary_dim: usize,
+}
+
+impl RopeAt {
+    /// Rotates `x` of shape `[n, heads, head_dim]`, row `i` at the `i`-th position.
+    pub fn rotate(&self, x: &Tensor) -> Result<Tensor> {
         let (_, _, head_dim) = x.dims3()?;
         if self.rotary_dim > head_dim {
             candle_core::bail!("rotary dimension {} is over head_dim {head_dim}", self.rotary_dim);
         }
         let half = self.rotary_dim / 2;
-        let dtype = x.dtype();
-        let cos = self.cos.index_select(positions, 0)?.unsqueeze(1)?.to_dtype(dtype)?;
-        let sin = self.sin.index_select(positions, 0)?.unsqueeze(1)?.to_dtype(dtype)?;
+        let (cos, sin) = (&self.cos, &self.sin);
         let x1 = x.narrow(D::Minus1, 0, half)?;
         let x2 = x.narrow(D::Minus1, half, half)?;
-        let out1 = (x1.broadcast_mul(&cos)? - x2.broadcast_mul(&sin)?)?;
-        let out2 = (x2.broadcast_mul(&cos)? + x1.broadcast_mul(&sin)?)?;
+        let out1 = (x1.broadcast_mul(cos)? - x2.broadcast_mul(sin)?)?;
+        let out2 = (x2.broadcast_mul(cos)? + x1.broadcast_mul(sin)?)?;
         if self.rotary_dim == head_dim {
             Tensor::cat(&[out1, out2], D::Minus1)
         } else {

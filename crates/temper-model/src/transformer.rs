@@ -456,6 +456,8 @@ impl Transformer {
             (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
 
         let mut x = self.embed.embedding(&ids)?;
+        // The positions are the same in every layer: gather the rotary tables once.
+        let rope = self.rope.at(&positions, x.dtype())?;
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.input_norm, cfg.rms_norm_eps)?;
             let mut q = linear(&h, &layer.q, layer.q_bias.as_ref())?.reshape((n, heads, hd))?;
@@ -465,8 +467,8 @@ impl Transformer {
                 q = rms_norm(&q, qn, cfg.rms_norm_eps)?;
                 k = rms_norm(&k, kn, cfg.rms_norm_eps)?;
             }
-            let q = self.rope.apply(&q, &positions)?;
-            let k = self.rope.apply(&k, &positions)?;
+            let q = rope.rotate(&q)?;
+            let k = rope.rotate(&k)?;
             // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
             let k = k.transpose(0, 1)?.contiguous()?;
             let v = v.transpose(0, 1)?.contiguous()?;

@@ -162,12 +162,12 @@ async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let req = || Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 1 };
     let a = e.submit(req()).unwrap();
-    let _b = e.submit(req()).unwrap();
+    let b = e.submit(req()).unwrap();
     assert!(matches!(e.submit(req()), Err(SubmitError::Overloaded(2))));
     drop(a);
     e.set_paused(false).unwrap();
     // The cancelled request is swept and never runs; the other one finishes.
-    let out = crate::collect(_b, 1).await;
+    let out = crate::collect(b, 1).await;
     assert_eq!(out[0].ids.len(), 5);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(e.stats().waiting.load(std::sync::atomic::Ordering::Relaxed), 0);

@@ -97,12 +97,10 @@ fn moe_layer_matches_a_naive_per_token_reference() {
         assert!(cfg.is_moe_layer(layer));
         let x = (sample(&[12, cfg.hidden_size], 5) * 2.0).unwrap();
         let got = rows(&m.layer_mlp(layer, &x).unwrap());
-        let mut used = std::collections::BTreeSet::new();
         for (i, xr) in rows(&x).iter().enumerate() {
             let want = naive_moe(&cfg, &tensors, layer, xr);
             let d = want.iter().zip(&got[i]).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
             assert!(d < 1e-9, "{arch:?} token {i}: {d}");
-            used.insert(i);
         }
         // The first GLM layer is dense, as first_k_dense_replace says.
         if arch == Architecture::Glm4Moe {
@@ -192,15 +190,7 @@ fn moe_cached_decode_equals_full_forward() {
         for p in 5..toks.len() {
             let out = m.step(&[&toks[p..p + 1]], &mut [&mut cache], Logits::Last).unwrap();
             let d = max_abs_diff(&out[0], &full.get(p).unwrap());
-            assert!(
-                d < 1e-3
-                    * (1.0
-                        + ops::to_f64_vec(&full.get(p).unwrap())
-                            .unwrap()
-                            .iter()
-                            .fold(0.0f64, |a, b| a.max(b.abs()))),
-                "{arch:?} position {p}: {d}"
-            );
+            assert!(d < 1e-5, "{arch:?} position {p}: {d}");
         }
     }
 }
