@@ -30,7 +30,7 @@ pub use chat::ChatTemplate;
 pub use config::{Architecture, Gating, ModelConfig, MoeConfig};
 pub use pretrained::Pretrained;
 pub use tokenizer::{StreamDecoder, Tokenizer};
-pub use transformer::{Logits, Transformer, param_shapes};
+pub use transformer::{Logits, Packed, Transformer, param_shapes};
 
 /// What can go wrong building or running a model.
 #[derive(Debug, thiserror::Error)]

@@ -148,6 +148,20 @@ impl Tokenizer {
         }
     }
 
+    /// Writes the tokenizer as a Hugging Face `tokenizer.json`, which this crate,
+    /// transformers and vLLM read back with the same ids. The byte-level tokenizer becomes a
+    /// byte-level BPE without merges (one token per byte, id = byte value) and its special
+    /// tokens as added tokens from 256.
+    pub fn save(&self, path: &Path) -> Result<(), ModelError> {
+        let name = path.display().to_string();
+        let hf = match &self.inner {
+            Inner::Hf(t) => t.as_ref().clone(),
+            Inner::Bytes(b) => b.to_hf().map_err(|e| tok_err(&name, e))?,
+        };
+        let text = hf.to_string(true).map_err(|e| tok_err(&name, e))?;
+        std::fs::write(path, text).map_err(|source| ModelError::Io { path: name, source })
+    }
+
     /// Token ids of `text`; special tokens written in it (such as `<|im_start|>`) become their
     /// ids. Nothing is added (no BOS): chat templates write their own.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
@@ -207,6 +221,23 @@ impl Tokenizer {
 }
 
 impl ByteTokenizer {
+    /// The same tokenizer as a Hugging Face one (see [`Tokenizer::save`]).
+    fn to_hf(&self) -> Result<tokenizers::Tokenizer, String> {
+        let vocab: tokenizers::models::bpe::Vocab =
+            (0..=255u8).map(|b| (byte_char(b).to_string(), u32::from(b))).collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, Vec::new())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut tok = tokenizers::Tokenizer::new(bpe);
+        tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, false)));
+        tok.with_decoder(Some(ByteLevelDecoder::default()));
+        let specials: Vec<AddedToken> =
+            self.specials.iter().map(|s| AddedToken::from(s.clone(), true)).collect();
+        tok.add_special_tokens(specials).map_err(|e| e.to_string())?;
+        Ok(tok)
+    }
+
     fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len());
         let mut rest = text;
@@ -303,4 +334,15 @@ impl StreamDecoder {
         self.read_offset = self.ids.len();
         Ok(full.strip_prefix(prefix.as_str()).unwrap_or("").to_owned())
     }
+}
+
+/// GPT-2's byte-to-character table of byte-level BPE: printable bytes stand for themselves, the
+/// others map to 256 + their rank among the unprintable ones.
+fn byte_char(b: u8) -> char {
+    let printable = |x: u8| matches!(x, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    if printable(b) {
+        return char::from(b);
+    }
+    let rank = (0..b).filter(|&x| !printable(x)).count() as u32;
+    char::from_u32(256 + rank).unwrap_or('?')
 }

@@ -7,6 +7,31 @@ use candle_core::{DType, Device, Tensor, Var};
 use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
 use crate::{Gating, KvCache, ModelConfig, ModelError, init};
 
+/// Independent sequences prepared for a packed forward ([`Transformer::pack`]).
+#[derive(Debug)]
+pub struct Packed {
+    ids: Tensor,
+    spans: Vec<(usize, usize)>,
+    rope: ops::RopeAt,
+}
+
+impl Packed {
+    /// Offset and length of each sequence in the packed positions.
+    pub fn spans(&self) -> &[(usize, usize)] {
+        &self.spans
+    }
+
+    /// Total positions.
+    pub fn len(&self) -> usize {
+        self.spans.iter().map(|s| s.1).sum()
+    }
+
+    /// Whether there are no positions (never, for a batch [`Transformer::pack`] accepted).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Which logits [`Transformer::step`] returns for each chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Logits {
@@ -452,45 +477,11 @@ impl Transformer {
         let n = flat.len();
         let ids = Tensor::from_vec(flat, n, &self.device)?;
         let positions = Tensor::from_vec(positions, n, &self.device)?;
-        let (heads, kv_heads, hd) =
-            (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
-
         let mut x = self.embed.embedding(&ids)?;
         // The positions are the same in every layer: gather the rotary tables once.
         let rope = self.rope.at(&positions, x.dtype())?;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let h = rms_norm(&x, &layer.input_norm, cfg.rms_norm_eps)?;
-            let mut q = linear(&h, &layer.q, layer.q_bias.as_ref())?.reshape((n, heads, hd))?;
-            let mut k = linear(&h, &layer.k, layer.k_bias.as_ref())?.reshape((n, kv_heads, hd))?;
-            let v = linear(&h, &layer.v, layer.v_bias.as_ref())?.reshape((n, kv_heads, hd))?;
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                q = rms_norm(&q, qn, cfg.rms_norm_eps)?;
-                k = rms_norm(&k, kn, cfg.rms_norm_eps)?;
-            }
-            let q = rope.rotate(&q)?;
-            let k = rope.rotate(&k)?;
-            // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
-            let k = k.transpose(0, 1)?.contiguous()?;
-            let v = v.transpose(0, 1)?.contiguous()?;
-            let mut outs = Vec::with_capacity(spans.len());
-            for (i, &(offset, len)) in spans.iter().enumerate() {
-                let qi = q.narrow(0, offset, len)?;
-                let ki = k.narrow(1, offset, len)?;
-                let vi = v.narrow(1, offset, len)?;
-                let (ka, va) = match caches.as_deref_mut() {
-                    Some(caches) => caches[i].append(l, &ki, &vi)?,
-                    None => (ki, vi),
-                };
-                outs.push(causal_attention(&qi, &ka, &va)?);
-            }
-            let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
-            x = (x + linear(&attn, &layer.o, None)?)?;
-            let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
-            let mlp = match &layer.mlp {
-                Mlp::Dense(ffn) => ffn.forward(&h)?,
-                Mlp::Moe(moe) => moe.forward(&h)?,
-            };
-            x = (x + mlp)?;
+        for l in 0..self.layers.len() {
+            x = self.layer_forward(l, &x, &rope, &spans, caches.as_deref_mut())?;
         }
         if let Some(caches) = caches {
             for (cache, chunk) in caches.iter_mut().zip(chunks) {
@@ -510,6 +501,130 @@ impl Transformer {
                 spans.iter().map(|&(o, len)| Ok(logits.narrow(0, o, len)?)).collect()
             }
         }
+    }
+
+    /// Block `l` applied to the residual stream `x` (`[n, hidden]`, the chunks of `spans` one
+    /// after another), each chunk attending only to itself (and to its cache, when given).
+    fn layer_forward(
+        &self,
+        l: usize,
+        x: &Tensor,
+        rope: &ops::RopeAt,
+        spans: &[(usize, usize)],
+        mut caches: Option<&mut [&mut KvCache]>,
+    ) -> candle_core::Result<Tensor> {
+        let cfg = &self.cfg;
+        let layer = &self.layers[l];
+        let n = x.dim(0)?;
+        let (heads, kv_heads, hd) =
+            (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+        let h = rms_norm(x, &layer.input_norm, cfg.rms_norm_eps)?;
+        let mut q = linear(&h, &layer.q, layer.q_bias.as_ref())?.reshape((n, heads, hd))?;
+        let mut k = linear(&h, &layer.k, layer.k_bias.as_ref())?.reshape((n, kv_heads, hd))?;
+        let v = linear(&h, &layer.v, layer.v_bias.as_ref())?.reshape((n, kv_heads, hd))?;
+        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+            q = rms_norm(&q, qn, cfg.rms_norm_eps)?;
+            k = rms_norm(&k, kn, cfg.rms_norm_eps)?;
+        }
+        let q = rope.rotate(&q)?;
+        let k = rope.rotate(&k)?;
+        // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
+        let k = k.transpose(0, 1)?.contiguous()?;
+        let v = v.transpose(0, 1)?.contiguous()?;
+        let mut outs = Vec::with_capacity(spans.len());
+        for (i, &(offset, len)) in spans.iter().enumerate() {
+            let qi = q.narrow(0, offset, len)?;
+            let ki = k.narrow(1, offset, len)?;
+            let vi = v.narrow(1, offset, len)?;
+            let (ka, va) = match caches.as_deref_mut() {
+                Some(caches) => caches[i].append(l, &ki, &vi)?,
+                None => (ki, vi),
+            };
+            outs.push(causal_attention(&qi, &ka, &va)?);
+        }
+        let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
+        let x = (x + linear(&attn, &layer.o, None)?)?;
+        let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
+        let mlp = match &layer.mlp {
+            Mlp::Dense(ffn) => ffn.forward(&h)?,
+            Mlp::Moe(moe) => moe.forward(&h)?,
+        };
+        x + mlp
+    }
+
+    /// Prepares independent sequences (`chunks`, each from position 0) for a packed forward:
+    /// training rows hold several samples back to back, each with its own positions and no
+    /// attention across them.
+    pub fn pack(&self, chunks: &[&[u32]]) -> Result<Packed, ModelError> {
+        if chunks.is_empty() {
+            return Err(candle_core::Error::Msg("no sequences to pack".into()).into());
+        }
+        let mut flat = Vec::new();
+        let mut positions = Vec::new();
+        let mut spans = Vec::with_capacity(chunks.len());
+        for (i, chunk) in chunks.iter().enumerate() {
+            if chunk.is_empty() {
+                return Err(candle_core::Error::Msg(format!("sequence {i} is empty")).into());
+            }
+            if chunk.len() > self.rope.max_positions() {
+                return Err(candle_core::Error::Msg(format!(
+                    "sequence {i} of {} tokens is over the model's {} positions",
+                    chunk.len(),
+                    self.rope.max_positions()
+                ))
+                .into());
+            }
+            if let Some(&bad) = chunk.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
+                return Err(candle_core::Error::Msg(format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    self.cfg.vocab_size
+                ))
+                .into());
+            }
+            spans.push((flat.len(), chunk.len()));
+            flat.extend_from_slice(chunk);
+            positions.extend(0..chunk.len() as u32);
+        }
+        let n = flat.len();
+        let ids = Tensor::from_vec(flat, n, &self.device)?;
+        let positions = Tensor::from_vec(positions, n, &self.device)?;
+        let rope = self.rope.at(&positions, self.dtype())?;
+        Ok(Packed { ids, spans, rope })
+    }
+
+    /// The token embeddings of a packed batch (`[n, hidden]`): the input of block 0.
+    pub fn embed(&self, packed: &Packed) -> Result<Tensor, ModelError> {
+        Ok(self.embed.embedding(&packed.ids)?)
+    }
+
+    /// Transformer block `l` on the residual stream `x` of a packed batch.
+    pub fn block(&self, l: usize, x: &Tensor, packed: &Packed) -> Result<Tensor, ModelError> {
+        if l >= self.layers.len() {
+            return Err(candle_core::Error::Msg(format!("no layer {l}")).into());
+        }
+        Ok(self.layer_forward(l, x, &packed.rope, &packed.spans, None)?)
+    }
+
+    /// The final norm and output projection: logits (`[n, vocab]`) from the last block's output.
+    pub fn head(&self, x: &Tensor) -> Result<Tensor, ModelError> {
+        let x = rms_norm(x, &self.norm, self.cfg.rms_norm_eps)?;
+        Ok(linear(&x, &self.lm_head, None)?)
+    }
+
+    /// Number of transformer blocks.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Logits of every position of several independent sequences packed together (`[Σ len,
+    /// vocab]`, the sequences one after another): what training computes.
+    pub fn forward_packed(&self, chunks: &[&[u32]]) -> Result<Tensor, ModelError> {
+        let packed = self.pack(chunks)?;
+        let mut x = self.embed(&packed)?;
+        for l in 0..self.layers.len() {
+            x = self.block(l, &x, &packed)?;
+        }
+        self.head(&x)
     }
 
     /// The MLP of layer `layer` (dense or mixture of experts) applied to `x` (`[n, hidden]`): for

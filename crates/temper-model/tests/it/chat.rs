@@ -216,3 +216,27 @@ fn byte_tokenizer_round_trips_and_keeps_specials_whole() {
     let parts: Vec<String> = ids.iter().map(|&i| s.step(&tok, i, false).unwrap()).collect();
     assert_eq!(parts, ["", "é", "!"]);
 }
+
+#[test]
+fn byte_tokenizer_saved_as_tokenizer_json_keeps_every_id() {
+    let tok = Tokenizer::bytes(&["<|im_start|>", "<|im_end|>"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    tok.save(&path).unwrap();
+    let back = Tokenizer::from_file(&path).unwrap();
+    let all_bytes: Vec<u8> = (0..=255u8).collect();
+    let texts = [
+        "<|im_start|>user\nhello wörld  \t!<|im_end|>\n".to_owned(),
+        "ünïcødé 🙂 and spaces   ".to_owned(),
+        String::from_utf8_lossy(&all_bytes).into_owned(),
+    ];
+    for text in &texts {
+        let ids = tok.encode(text).unwrap();
+        assert_eq!(back.encode(text).unwrap(), ids, "{text:?}");
+        assert_eq!(back.decode(&ids, false).unwrap(), *text);
+        assert_eq!(back.decode(&ids, true).unwrap(), tok.decode(&ids, true).unwrap());
+    }
+    assert_eq!(back.vocab_size(), tok.vocab_size());
+    assert_eq!(back.token_to_id("<|im_end|>"), Some(257));
+    assert!(back.is_special(257) && !back.is_special(97));
+}

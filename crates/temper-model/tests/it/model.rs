@@ -219,3 +219,17 @@ fn init_is_deterministic_per_seed() {
     let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
     assert!((sd - 0.02).abs() < 0.001 && mean.abs() < 0.002, "mean {mean}, sd {sd}");
 }
+
+#[test]
+fn packed_forward_equals_separate_forwards() {
+    let model =
+        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 3, &Device::Cpu)
+            .unwrap();
+    let a: Vec<u32> = vec![1, 5, 9, 2, 7];
+    let b: Vec<u32> = vec![3, 3, 8];
+    let packed = model.forward_packed(&[&a, &b]).unwrap();
+    assert_eq!(packed.dims(), [8, 50]);
+    let sep = Tensor::cat(&[model.forward(&a).unwrap(), model.forward(&b).unwrap()], 0).unwrap();
+    let diff = max_abs_diff(&packed, &sep);
+    assert!(diff < 1e-5, "{diff}");
+}
