@@ -19,6 +19,7 @@ const FUEL: u64 = 50_000_000;
 #[derive(Debug)]
 pub struct ChatTemplate {
     env: Environment<'static>,
+    source: String,
     bos_token: String,
     eos_token: String,
 }
@@ -64,7 +65,41 @@ impl ChatTemplate {
         });
         env.add_template_owned("chat_template", source.to_owned())
             .map_err(|e| cfg_err(name, format!("chat template does not compile: {e:#}")))?;
-        Ok(Self { env, bos_token: bos_token.to_owned(), eos_token: eos_token.to_owned() })
+        Ok(Self {
+            env,
+            source: source.to_owned(),
+            bos_token: bos_token.to_owned(),
+            eos_token: eos_token.to_owned(),
+        })
+    }
+
+    /// The Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The `bos_token` string the template may refer to.
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
+    /// The `eos_token` string (the end-of-turn token of chat models).
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
+    /// Writes a `tokenizer_config.json` holding this template and its special-token strings, as
+    /// Hugging Face tools read it.
+    pub fn save_tokenizer_config(&self, path: &Path) -> Result<(), ModelError> {
+        let v = serde_json::json!({
+            "chat_template": self.source,
+            "bos_token": if self.bos_token.is_empty() { Value::Null } else { Value::String(self.bos_token.clone()) },
+            "eos_token": self.eos_token,
+        });
+        let text = serde_json::to_string_pretty(&v)
+            .map_err(|e| cfg_err(&path.display().to_string(), e.to_string()))?;
+        std::fs::write(path, text)
+            .map_err(|source| ModelError::Io { path: path.display().to_string(), source })
     }
 
     /// The template of a `tokenizer_config.json` (`chat_template` as a string, or the one named

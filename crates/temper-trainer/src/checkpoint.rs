@@ -1,0 +1,154 @@
+//! Trainer checkpoints: `checkpoints/step_N/` holds the model (Hugging Face layout), the
+//! optimizer moments, and `state.json` (step, data position, counters). A checkpoint is written
+//! into `step_N.tmp/` and renamed when complete, so a crash leaves either the whole checkpoint or
+//! a `.tmp` folder that is ignored (and removed by the next save).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
+
+/// What a checkpoint records besides tensors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Optimizer steps finished (the checkpoint is taken after step `step`).
+    pub step: u64,
+    /// Samples consumed from the data stream (its position: epoch and offset follow from it and
+    /// the dataset size; the order of each epoch from the data seed).
+    pub samples_seen: u64,
+    /// Steps whose update was skipped (non-finite loss or gradient).
+    pub skipped_steps: u64,
+    /// Seed of the data order (the only random state of SFT).
+    pub data_seed: u64,
+    /// Optimizer steps taken (bias correction).
+    pub optimizer_steps: u64,
+}
+
+const STATE: &str = "state.json";
+const OPTIMIZER: &str = "optimizer.safetensors";
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+    move |e| TrainError::Io(format!("{}: {e}", path.display()))
+}
+
+/// Folder of checkpoint `step` under `root`.
+pub fn step_dir(root: &Path, step: u64) -> PathBuf {
+    root.join(format!("step_{step}"))
+}
+
+/// Writes a checkpoint and keeps only the newest `keep` (0 keeps all).
+pub fn save(
+    root: &Path,
+    state: &TrainerState,
+    model: &BTreeMap<String, Tensor>,
+    model_config: &serde_json::Value,
+    optimizer: &BTreeMap<String, Tensor>,
+    keep: usize,
+) -> Result<PathBuf, TrainError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let fin = step_dir(root, state.step);
+    let tmp = root.join(format!("step_{}.tmp", state.step));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    temper_model::weights::save_tensors(
+        model,
+        model_config,
+        &tmp,
+        temper_model::weights::SHARD_BYTES,
+    )?;
+    let opt_path = tmp.join(OPTIMIZER);
+    let optimizer: std::collections::HashMap<String, Tensor> =
+        optimizer.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    candle_core::safetensors::save(&optimizer, &opt_path)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", opt_path.display())))?;
+    let state_path = tmp.join(STATE);
+    let text = serde_json::to_vec_pretty(state).map_err(|e| TrainError::Io(e.to_string()))?;
+    write_synced(&state_path, &text)?;
+    sync_dir(&tmp);
+    if fin.exists() {
+        std::fs::remove_dir_all(&fin).map_err(io(&fin))?;
+    }
+    std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
+    sync_dir(root);
+    if keep > 0 {
+        let mut steps = list(root)?;
+        steps.sort_unstable();
+        while steps.len() > keep {
+            let old = step_dir(root, steps.remove(0));
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        }
+    }
+    Ok(fin)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+/// Steps of the complete checkpoints under `root` (those with a `state.json`, not `.tmp`).
+pub fn list(root: &Path) -> Result<Vec<u64>, TrainError> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(io(root)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io(root))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name.strip_prefix("step_").and_then(|n| n.parse::<u64>().ok())
+            && entry.path().join(STATE).is_file()
+        {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The newest complete checkpoint under `root`, if any.
+pub fn latest(root: &Path) -> Result<Option<u64>, TrainError> {
+    Ok(list(root)?.last().copied())
+}
+
+/// A loaded checkpoint.
+#[derive(Debug)]
+pub struct Loaded {
+    /// Counters and data position.
+    pub state: TrainerState,
+    /// Model weights by name.
+    pub model: BTreeMap<String, Tensor>,
+    /// Optimizer moments by name.
+    pub optimizer: BTreeMap<String, Tensor>,
+}
+
+/// Reads checkpoint `step` under `root`.
+pub fn load(root: &Path, step: u64, device: &Device) -> Result<Loaded, TrainError> {
+    let dir = step_dir(root, step);
+    let state_path = dir.join(STATE);
+    let text = std::fs::read(&state_path).map_err(io(&state_path))?;
+    let state: TrainerState = serde_json::from_slice(&text)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", state_path.display())))?;
+    let files = temper_model::weights::safetensors_files(&dir)?;
+    let model = temper_model::weights::load_safetensors(&files, device)?;
+    let opt_path = dir.join(OPTIMIZER);
+    let optimizer = candle_core::safetensors::load(&opt_path, device)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", opt_path.display())))?
+        .into_iter()
+        .collect();
+    Ok(Loaded { state, model, optimizer })
+}

@@ -1,0 +1,153 @@
+//! Collectives for data parallelism: each rank computes gradients on its share of a batch and
+//! they are summed across ranks before the (identical) optimizer step on every rank.
+//!
+//! [`Single`] is the one-process case; [`InProcess`] runs ranks as threads of one process (CPU
+//! tests, and a machine with several devices); an NCCL implementation for GPUs sits behind the
+//! `nccl` feature.
+
+use std::fmt;
+use std::sync::{Arc, Barrier, Mutex};
+
+use candle_core::{DType, Tensor};
+
+/// A group of ranks that can sum values across all of them.
+pub trait Collective: Send + Sync + fmt::Debug {
+    /// This process's (or thread's) rank, `0..world_size`.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn world_size(&self) -> usize;
+    /// Replaces each tensor with its sum over all ranks (same shapes on every rank). Every rank
+    /// gets the same result, bit for bit.
+    fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> candle_core::Result<()>;
+    /// Replaces each value with its sum over all ranks.
+    fn all_reduce_f64(&self, values: &mut [f64]) -> candle_core::Result<()>;
+}
+
+/// One rank: every collective is the identity.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Single;
+
+impl Collective for Single {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world_size(&self) -> usize {
+        1
+    }
+    fn all_reduce_sum(&self, _tensors: &mut [Tensor]) -> candle_core::Result<()> {
+        Ok(())
+    }
+    fn all_reduce_f64(&self, _values: &mut [f64]) -> candle_core::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    barrier: Barrier,
+    slots: Mutex<Vec<Vec<f64>>>,
+    result: Mutex<Result<Arc<Vec<f64>>, String>>,
+}
+
+/// Ranks that are threads of one process. Sums are taken in rank order, so every rank gets the
+/// same bits and the result does not depend on thread timing.
+#[derive(Debug, Clone)]
+pub struct InProcess {
+    rank: usize,
+    world: usize,
+    shared: Arc<Shared>,
+}
+
+impl InProcess {
+    /// A group of `world` ranks (at least one); give one to each thread.
+    pub fn group(world: usize) -> Vec<InProcess> {
+        let world = world.max(1);
+        let shared = Arc::new(Shared {
+            barrier: Barrier::new(world),
+            slots: Mutex::new(vec![Vec::new(); world]),
+            result: Mutex::new(Err("no reduction yet".into())),
+        });
+        (0..world).map(|rank| InProcess { rank, world, shared: shared.clone() }).collect()
+    }
+
+    /// Sums every rank's `mine` in rank order; `as_f32` sums in f32 arithmetic (the values are
+    /// f32s), as an all-reduce of f32 tensors does.
+    fn reduce(&self, mine: Vec<f64>, as_f32: bool) -> candle_core::Result<Arc<Vec<f64>>> {
+        let lock_err = || candle_core::Error::Msg("a rank panicked during an all-reduce".into());
+        self.shared.slots.lock().map_err(|_| lock_err())?[self.rank] = mine;
+        self.shared.barrier.wait();
+        if self.rank == 0 {
+            let result = {
+                let mut slots = self.shared.slots.lock().map_err(|_| lock_err())?;
+                let parts: Vec<Vec<f64>> = slots.iter_mut().map(std::mem::take).collect();
+                let len = parts[0].len();
+                match parts.iter().position(|p| p.len() != len) {
+                    Some(r) => Err(format!(
+                        "all-reduce of {len} values on rank 0 and {} on rank {r}",
+                        parts[r].len()
+                    )),
+                    None if as_f32 => {
+                        let mut sum: Vec<f32> = parts[0].iter().map(|&x| x as f32).collect();
+                        for p in &parts[1..] {
+                            for (s, &o) in sum.iter_mut().zip(p) {
+                                *s += o as f32;
+                            }
+                        }
+                        Ok(Arc::new(sum.into_iter().map(f64::from).collect()))
+                    }
+                    None => {
+                        let mut sum = parts[0].clone();
+                        for p in &parts[1..] {
+                            for (s, &o) in sum.iter_mut().zip(p) {
+                                *s += o;
+                            }
+                        }
+                        Ok(Arc::new(sum))
+                    }
+                }
+            };
+            *self.shared.result.lock().map_err(|_| lock_err())? = result;
+        }
+        self.shared.barrier.wait();
+        let out = self.shared.result.lock().map_err(|_| lock_err())?.clone();
+        // Everyone has read the result before the next reduction may overwrite it.
+        self.shared.barrier.wait();
+        out.map_err(candle_core::Error::Msg)
+    }
+}
+
+impl Collective for InProcess {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world
+    }
+    fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> candle_core::Result<()> {
+        if self.world <= 1 {
+            return Ok(());
+        }
+        let mut flat = Vec::new();
+        for t in tensors.iter() {
+            let v = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+            flat.extend(v.into_iter().map(f64::from));
+        }
+        let summed = self.reduce(flat, true)?;
+        let mut at = 0;
+        for t in tensors.iter_mut() {
+            let n = t.elem_count();
+            let part: Vec<f32> = summed[at..at + n].iter().map(|&x| x as f32).collect();
+            at += n;
+            *t = Tensor::from_vec(part, t.shape(), t.device())?.to_dtype(t.dtype())?;
+        }
+        Ok(())
+    }
+    fn all_reduce_f64(&self, values: &mut [f64]) -> candle_core::Result<()> {
+        if self.world <= 1 {
+            return Ok(());
+        }
+        let sum = self.reduce(values.to_vec(), false)?;
+        values.copy_from_slice(&sum);
+        Ok(())
+    }
+}

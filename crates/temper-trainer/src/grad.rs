@@ -1,0 +1,101 @@
+//! Forward and backward over a packed micro-batch, with optional gradient checkpointing per
+//! transformer block.
+
+use candle_core::{Tensor, Var};
+use temper_model::Transformer;
+
+/// Runs `model` on the independent sequences `inputs` (packed), applies `loss_fn` to the logits
+/// (`[Σ len, vocab]`), and returns the gradient of its loss for every weight (zeros for a weight
+/// the loss does not reach), in [`Transformer::params`] order, with `loss_fn`'s other output.
+///
+/// With `checkpoint`, only each block's input is kept during the forward pass; the backward pass
+/// recomputes one block at a time from its input and back-propagates through it with the
+/// gradient arriving from above. Gradients are the same up to float rounding; memory holds one
+/// block's activations instead of all of them.
+pub fn loss_and_grads<T>(
+    model: &Transformer,
+    inputs: &[&[u32]],
+    checkpoint: bool,
+    loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
+) -> candle_core::Result<(Vec<Tensor>, T)> {
+    let params = model.params();
+    let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
+    let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
+    let out = if checkpoint {
+        let packed = model.pack(inputs).map_err(to_candle)?;
+        let mut hidden = vec![model.embed(&packed).map_err(to_candle)?.detach()];
+        for l in 0..model.num_layers() {
+            let x = model.block(l, &hidden[l], &packed).map_err(to_candle)?.detach();
+            hidden.push(x);
+        }
+        let top = Var::from_tensor(&hidden[model.num_layers()])?;
+        let logits = model.head(top.as_tensor()).map_err(to_candle)?;
+        let (loss, out) = loss_fn(&logits)?;
+        let store = loss.backward()?;
+        accumulate(&mut grads, params, &store)?;
+        let mut upstream = grad_of(&store, top.as_tensor())?;
+        drop(store);
+        for l in (0..model.num_layers()).rev() {
+            let input = Var::from_tensor(&hidden[l])?;
+            let y = model.block(l, input.as_tensor(), &packed).map_err(to_candle)?;
+            let store = (y * &upstream)?.sum_all()?.backward()?;
+            accumulate(&mut grads, params, &store)?;
+            upstream = grad_of(&store, input.as_tensor())?;
+        }
+        let x = model.embed(&packed).map_err(to_candle)?;
+        let store = (x * &upstream)?.sum_all()?.backward()?;
+        accumulate(&mut grads, params, &store)?;
+        out
+    } else {
+        let logits = model.forward_packed(inputs).map_err(to_candle)?;
+        let (loss, out) = loss_fn(&logits)?;
+        let store = loss.backward()?;
+        accumulate(&mut grads, params, &store)?;
+        out
+    };
+    let grads = grads
+        .into_iter()
+        .zip(params)
+        .map(|(g, (_, p))| match g {
+            Some(g) => Ok(g),
+            None => p.as_tensor().zeros_like(),
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    Ok((grads, out))
+}
+
+fn grad_of(store: &candle_core::backprop::GradStore, t: &Tensor) -> candle_core::Result<Tensor> {
+    match store.get(t) {
+        Some(g) => Ok(g.clone()),
+        None => t.zeros_like(),
+    }
+}
+
+fn accumulate(
+    grads: &mut [Option<Tensor>],
+    params: &[(String, Var)],
+    store: &candle_core::backprop::GradStore,
+) -> candle_core::Result<()> {
+    for (slot, (_, p)) in grads.iter_mut().zip(params) {
+        if let Some(g) = store.get(p.as_tensor()) {
+            *slot = Some(match slot.take() {
+                Some(acc) => (acc + g)?,
+                None => g.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Adds `more` into `acc` element-wise (gradient accumulation over micro-batches).
+pub fn add_into(acc: &mut Option<Vec<Tensor>>, more: Vec<Tensor>) -> candle_core::Result<()> {
+    match acc {
+        None => *acc = Some(more),
+        Some(acc) => {
+            for (a, m) in acc.iter_mut().zip(more) {
+                *a = (&*a + m)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! The temper trainer: SFT and RL losses, AdamW with schedules and clipping, sequence packing,
+//! gradient checkpointing, checkpoints that resume bit for bit, and data parallelism through a
+//! [`Collective`].
+//!
+//! - [`loss`]: the policy-gradient losses of `algorithms.md` and the SFT loss.
+//! - [`optim`]: AdamW, gradient-norm clipping, learning-rate schedules.
+//! - [`grad`]: forward and backward over a packed micro-batch, optionally recomputing blocks.
+//! - [`step`]: one optimizer step over micro-batches and ranks ([`Trainer`]).
+//! - [`sft`]: the `temper sft` loop; [`data`] and [`pack`] prepare its batches.
+//! - [`checkpoint`]: saving and resuming.
+//! - [`collective`]: summing across data-parallel ranks.
+
+pub mod checkpoint;
+pub mod collective;
+pub mod data;
+pub mod grad;
+pub mod loss;
+pub mod optim;
+pub mod pack;
+pub mod policy;
+pub mod sft;
+pub mod step;
+
+pub use collective::{Collective, InProcess, Single};
+pub use policy::{ModelSpec, Policy};
+pub use step::{StepReport, Trainer};
+
+/// What can stop training.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The configuration is invalid (the message names the field).
+    #[error("config: {0}")]
+    Config(String),
+    /// The data could not be read or tokenized.
+    #[error("data: {0}")]
+    Data(String),
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Io(String),
+    /// A checkpoint is unusable.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+    /// Evaluation failed.
+    #[error("evaluation: {0}")]
+    Eval(String),
+    /// The model could not be loaded or run.
+    #[error("model: {0}")]
+    Model(String),
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] candle_core::Error),
+}
+
+impl From<temper_model::ModelError> for TrainError {
+    fn from(e: temper_model::ModelError) -> Self {
+        TrainError::Model(e.to_string())
+    }
+}

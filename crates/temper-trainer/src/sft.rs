@@ -1,0 +1,585 @@
+//! `temper sft`: supervised fine-tuning from a TOML config.
+//!
+//! Each optimizer step takes the next `batch_size` samples of the shuffled stream (epochs
+//! reshuffle with the data seed), packs them first-fit-decreasing into rows of `seq_len` tokens
+//! (samples keep their own positions and never attend to each other), splits the rows over the
+//! data-parallel ranks, and runs them `micro_batch_rows` rows per forward, accumulating
+//! gradients; the loss is normalised by the loss-token count of the whole step.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::checkpoint::{self, TrainerState};
+use crate::collective::Collective;
+use crate::data::{self, Record, Sample};
+use crate::optim::{OptimConfig, ScheduleConfig};
+use crate::pack::{balance, first_fit_decreasing};
+use crate::policy::ModelSpec;
+use crate::step::{StepReport, Trainer};
+use crate::{Policy, TrainError};
+
+/// The whole SFT configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftConfig {
+    /// Which model.
+    pub model: ModelSpec,
+    /// Which data.
+    pub data: DataConfig,
+    /// Steps, batch and packing.
+    #[serde(default)]
+    pub train: TrainConfig,
+    /// AdamW.
+    #[serde(default)]
+    pub optim: OptimConfig,
+    /// Learning-rate schedule.
+    #[serde(default)]
+    pub schedule: ScheduleConfig,
+    /// Evaluation.
+    #[serde(default)]
+    pub eval: EvalConfig,
+    /// Checkpoints.
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
+    /// Where the run is written.
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    /// A JSONL file of `messages` or `prompt`/`completion` records.
+    pub train: Option<PathBuf>,
+    /// A JSONL file of held-out records (validation loss).
+    pub validation: Option<PathBuf>,
+    /// An environment whose generated examples are the data (train split for training, eval
+    /// split for validation and reward evaluation).
+    pub env: Option<String>,
+    /// With `env`: the assistant reply to learn, `{answer}` standing for the reference answer.
+    pub completion_template: String,
+    /// With `env`: seed of the generated dataset.
+    pub env_seed: u64,
+    /// With `env`: train examples to generate (the environment's default when unset).
+    pub train_size: Option<usize>,
+    /// Validation samples at most (0: all).
+    pub validation_size: usize,
+    /// Seed of the training order.
+    pub shuffle_seed: u64,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            train: None,
+            validation: None,
+            env: None,
+            completion_template: "{answer}".into(),
+            env_seed: 0,
+            train_size: None,
+            validation_size: 200,
+            shuffle_seed: 0,
+        }
+    }
+}
+
+/// `[train]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Samples per optimizer step.
+    pub batch_size: usize,
+    /// Tokens per packed row (longer samples are cut to this).
+    pub seq_len: usize,
+    /// Rows per forward pass (gradients accumulate over the rest).
+    pub micro_batch_rows: usize,
+    /// Recompute each block in the backward pass instead of keeping its activations.
+    pub gradient_checkpointing: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            steps: 100,
+            batch_size: 32,
+            seq_len: 2048,
+            micro_batch_rows: 4,
+            gradient_checkpointing: false,
+        }
+    }
+}
+
+/// `[eval]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many steps (0: only at the end).
+    pub every: u64,
+    /// Environment examples to generate answers for (reward evaluation; 0 turns it off).
+    pub num_examples: usize,
+    /// Longest generated answer.
+    pub max_tokens: u32,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self { every: 0, num_examples: 100, max_tokens: 256 }
+    }
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// Save every this many steps (0: only at the end).
+    pub every: u64,
+    /// Keep this many newest checkpoints (0: all).
+    pub keep: usize,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        Self { every: 50, keep: 2 }
+    }
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// The run directory.
+    pub dir: PathBuf,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self { dir: PathBuf::from("outputs/sft") }
+    }
+}
+
+impl SftConfig {
+    /// Checks every section, naming the field.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let bad = |m: String| Err(TrainError::Config(m));
+        self.model.validate()?;
+        self.optim.validate().map_err(TrainError::Config)?;
+        self.schedule.validate().map_err(TrainError::Config)?;
+        if self.data.train.is_none() && self.data.env.is_none() {
+            return bad("[data]: set `train` (a JSONL file) or `env` (an environment name)".into());
+        }
+        if self.data.train.is_some() && self.data.env.is_some() {
+            return bad("[data]: set either `train` or `env`, not both".into());
+        }
+        let t = &self.train;
+        if t.steps == 0 || t.batch_size == 0 || t.micro_batch_rows == 0 {
+            return bad(
+                "train.steps, train.batch_size and train.micro_batch_rows must be > 0".into()
+            );
+        }
+        if t.seq_len < 2 {
+            return bad(format!("train.seq_len must be at least 2, got {}", t.seq_len));
+        }
+        Ok(())
+    }
+}
+
+/// What `temper sft` calls back into: progress, evaluation, checkpoints.
+pub trait SftHooks {
+    /// Training starts at `start_step` (0, or the resumed checkpoint's step) of `total`.
+    fn on_start(&mut self, _start_step: u64, _total: u64, _info: &RunInfo) {}
+    /// A step finished.
+    fn on_step(&mut self, _report: &StepReport) {}
+    /// Extra evaluation (such as generating answers and scoring them) of the current weights.
+    fn evaluate(&mut self, _policy: &Policy, _step: u64) -> Result<BTreeMap<String, f64>, String> {
+        Ok(BTreeMap::new())
+    }
+    /// An evaluation finished with these metrics.
+    fn on_eval(&mut self, _step: u64, _metrics: &BTreeMap<String, f64>) {}
+    /// A checkpoint was written.
+    fn on_checkpoint(&mut self, _step: u64, _path: &Path) {}
+    /// Asked after every step: stop now (without a final checkpoint or export), as when the
+    /// user interrupts; `--resume` continues from the last checkpoint.
+    fn should_stop(&mut self) -> bool {
+        false
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Default)]
+pub struct NoHooks;
+impl SftHooks for NoHooks {}
+
+/// Facts about the run shown when it starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    /// Training samples.
+    pub train_samples: usize,
+    /// Validation samples.
+    pub validation_samples: usize,
+    /// Samples cut to `seq_len`.
+    pub truncated: usize,
+    /// Model weights.
+    pub parameters: usize,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct SftSummary {
+    /// Steps finished.
+    pub steps: u64,
+    /// The last step's loss.
+    pub final_loss: f64,
+    /// The last evaluation's metrics.
+    pub final_eval: BTreeMap<String, f64>,
+    /// The exported model (Hugging Face layout).
+    pub export_dir: PathBuf,
+}
+
+/// Prepares `dir` for a run: refuses one that holds data unless `resume` (continue) or `clean`
+/// (delete it first) is given.
+pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), TrainError> {
+    let has_data = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+    if has_data && clean {
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+    } else if has_data && !resume {
+        return Err(TrainError::Config(format!(
+            "{} already holds a run; pass --resume to continue it or --clean to start over",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
+}
+
+/// Loads and tokenizes the train and validation samples. Returns them with the count of
+/// training samples cut to `seq_len`.
+pub fn load_samples(
+    cfg: &SftConfig,
+    policy: &Policy,
+) -> Result<(Vec<Sample>, Vec<Sample>, usize), TrainError> {
+    let (train, validation): (Vec<Record>, Vec<Record>) = match (&cfg.data.env, &cfg.data.train) {
+        (Some(name), _) => {
+            let options = temper_envs::LoadOptions {
+                seed: cfg.data.env_seed,
+                train_size: cfg.data.train_size,
+                ..Default::default()
+            };
+            let env = temper_envs::load(name, &options)
+                .map_err(|e| TrainError::Config(format!("data.env `{name}`: {e}")))?;
+            let t = data::records_from_env(
+                &env,
+                temper_envs::Split::Train,
+                &cfg.data.completion_template,
+                0,
+            )
+            .map_err(TrainError::Data)?;
+            let v = data::records_from_env(
+                &env,
+                temper_envs::Split::Eval,
+                &cfg.data.completion_template,
+                cfg.data.validation_size,
+            )
+            .map_err(TrainError::Data)?;
+            (t, v)
+        }
+        (None, Some(path)) => {
+            let t = data::read_jsonl(path).map_err(TrainError::Data)?;
+            let mut v = match &cfg.data.validation {
+                Some(p) => data::read_jsonl(p).map_err(TrainError::Data)?,
+                None => Vec::new(),
+            };
+            if cfg.data.validation_size > 0 {
+                v.truncate(cfg.data.validation_size);
+            }
+            (t, v)
+        }
+        (None, None) => return Err(TrainError::Config("[data] names no data".into())),
+    };
+    let mut truncated = 0;
+    let mut tokenize = |records: &[Record], what: &str| -> Result<Vec<Sample>, TrainError> {
+        let mut out = Vec::with_capacity(records.len());
+        for (i, r) in records.iter().enumerate() {
+            let mut s = data::tokenize(r, &policy.tokenizer, policy.template.as_ref())
+                .map_err(|e| TrainError::Data(format!("{what} record {}: {e}", i + 1)))?;
+            if s.ids.len() > cfg.train.seq_len {
+                s.ids.truncate(cfg.train.seq_len);
+                s.mask.truncate(cfg.train.seq_len);
+                truncated += 1;
+            }
+            if s.loss_tokens() > 0 {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    };
+    let train = tokenize(&train, "train")?;
+    let validation = tokenize(&validation, "validation")?;
+    if train.is_empty() {
+        return Err(TrainError::Data("no training sample has a token to learn".into()));
+    }
+    let max_pos = policy.model.config().max_position_embeddings;
+    if cfg.train.seq_len > max_pos {
+        return Err(TrainError::Config(format!(
+            "train.seq_len {} is over the model's {max_pos} positions",
+            cfg.train.seq_len
+        )));
+    }
+    Ok((train, validation, truncated))
+}
+
+/// The order of epoch `epoch`: a permutation of `0..n` from the data seed.
+fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    order.shuffle(&mut rng);
+    order
+}
+
+/// Samples `position..position + count` of the endless shuffled stream.
+fn take_batch(n: usize, seed: u64, position: u64, count: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(count);
+    let mut epoch = position / n as u64;
+    let mut offset = (position % n as u64) as usize;
+    let mut order = epoch_order(n, seed, epoch);
+    while out.len() < count {
+        if offset == n {
+            epoch += 1;
+            offset = 0;
+            order = epoch_order(n, seed, epoch);
+        }
+        out.push(order[offset]);
+        offset += 1;
+    }
+    out
+}
+
+/// Packs `batch` into rows and splits them over ranks; returns this rank's micro-batches.
+fn micro_batches<'a>(
+    samples: &'a [Sample],
+    batch: &[usize],
+    train: &TrainConfig,
+    rank: usize,
+    world: usize,
+) -> Vec<Vec<&'a Sample>> {
+    let lengths: Vec<usize> = batch.iter().map(|&i| samples[i].len()).collect();
+    let rows = first_fit_decreasing(&lengths, train.seq_len);
+    let row_tokens: Vec<usize> = rows.iter().map(|r| r.iter().map(|&j| lengths[j]).sum()).collect();
+    let mine = balance(&row_tokens, world).swap_remove(rank);
+    mine.chunks(train.micro_batch_rows)
+        .map(|rows_mb| {
+            rows_mb.iter().flat_map(|&r| rows[r].iter().map(|&j| &samples[batch[j]])).collect()
+        })
+        .collect()
+}
+
+/// Mean validation loss per loss token.
+pub fn validation_loss(
+    policy: &Policy,
+    samples: &[Sample],
+    seq_len: usize,
+) -> Result<f64, TrainError> {
+    if samples.is_empty() {
+        return Ok(f64::NAN);
+    }
+    let lengths: Vec<usize> = samples.iter().map(Sample::len).collect();
+    let rows = first_fit_decreasing(&lengths, seq_len);
+    let (mut total, mut count) = (0f64, 0f64);
+    for row in rows {
+        let mb: Vec<&Sample> = row.iter().map(|&i| &samples[i]).collect();
+        let inputs: Vec<&[u32]> = mb.iter().map(|s| &s.ids[..s.ids.len() - 1]).collect();
+        let targets: Vec<u32> = mb.iter().flat_map(|s| s.ids[1..].iter().copied()).collect();
+        let mask: Vec<bool> = mb.iter().flat_map(|s| s.mask[1..].iter().copied()).collect();
+        let logits = policy.model.forward_packed(&inputs)?.detach();
+        let ids = candle_core::Tensor::from_vec(targets.clone(), targets.len(), logits.device())?;
+        let lp = temper_model::ops::token_logprobs(&logits, &ids)?
+            .to_dtype(candle_core::DType::F64)?
+            .to_vec1::<f64>()?;
+        for (l, m) in lp.iter().zip(&mask) {
+            if *m {
+                total -= l;
+                count += 1.0;
+            }
+        }
+    }
+    Ok(total / count.max(1.0))
+}
+
+fn append_metrics(path: &Path, v: &Value) -> Result<(), TrainError> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+    writeln!(f, "{v}").map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+}
+
+/// Drops the lines of `metrics.jsonl` after `step` (written after the checkpoint a run resumes
+/// from, and about to be written again) and any partial last line.
+fn truncate_metrics(path: &Path, step: u64) -> Result<(), TrainError> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let mut kept = String::new();
+    for line in text.lines() {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) if v.get("step").and_then(Value::as_u64).is_some_and(|s| s <= step) => {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+            _ => {}
+        }
+    }
+    std::fs::write(path, kept).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+}
+
+/// Runs SFT. `policy` must be built from `cfg.model`; on `resume` the newest complete
+/// checkpoint of the run directory is loaded into it first.
+pub fn run(
+    cfg: &SftConfig,
+    policy: Policy,
+    collective: &dyn Collective,
+    hooks: &mut dyn SftHooks,
+    resume: bool,
+) -> Result<SftSummary, TrainError> {
+    cfg.validate()?;
+    let dir = &cfg.output.dir;
+    let ckpt_root = dir.join("checkpoints");
+    let metrics_path = dir.join("metrics.jsonl");
+    let is_lead = collective.rank() == 0;
+    let (train, validation, truncated) = load_samples(cfg, &policy)?;
+    let info = RunInfo {
+        train_samples: train.len(),
+        validation_samples: validation.len(),
+        truncated,
+        parameters: policy.model.num_parameters(),
+    };
+    if truncated > 0 {
+        tracing::warn!(
+            "{truncated} training samples were cut to train.seq_len = {}",
+            cfg.train.seq_len
+        );
+    }
+    let mut trainer = Trainer::new(
+        policy,
+        cfg.optim,
+        cfg.schedule,
+        cfg.train.steps,
+        collective,
+        cfg.train.gradient_checkpointing,
+    )?;
+    let mut samples_seen = 0u64;
+    if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
+        let device = trainer.policy.model.device().clone();
+        let loaded = checkpoint::load(&ckpt_root, step, &device)?;
+        if loaded.state.data_seed != cfg.data.shuffle_seed {
+            return Err(TrainError::Checkpoint(format!(
+                "checkpoint step {step} was trained with data.shuffle_seed {}, the config says {}",
+                loaded.state.data_seed, cfg.data.shuffle_seed
+            )));
+        }
+        for (name, var) in trainer.policy.model.params() {
+            let t = loaded.model.get(name).ok_or_else(|| {
+                TrainError::Checkpoint(format!("checkpoint step {step} lacks weight `{name}`"))
+            })?;
+            var.set(&t.to_dtype(var.dtype())?)?;
+        }
+        trainer.restore(loaded.optimizer, &loaded.state)?;
+        samples_seen = loaded.state.samples_seen;
+        if is_lead {
+            truncate_metrics(&metrics_path, step)?;
+        }
+        tracing::info!("resumed from checkpoint step {step}");
+    }
+    hooks.on_start(trainer.step, cfg.train.steps, &info);
+
+    let mut final_loss = f64::NAN;
+    let mut final_eval = BTreeMap::new();
+    let world = collective.world_size();
+    while trainer.step < cfg.train.steps {
+        let batch =
+            take_batch(train.len(), cfg.data.shuffle_seed, samples_seen, cfg.train.batch_size);
+        samples_seen += batch.len() as u64;
+        let total_loss_tokens: f64 = batch.iter().map(|&i| train[i].loss_tokens() as f64).sum();
+        let mbs = micro_batches(&train, &batch, &cfg.train, collective.rank(), world);
+        let report = trainer.sft_step(&mbs, total_loss_tokens)?;
+        final_loss = report.loss;
+        if is_lead {
+            append_metrics(
+                &metrics_path,
+                &json!({
+                    "step": report.step,
+                    "role": "sft",
+                    "loss/mean": report.loss,
+                    "entropy/mean": report.entropy,
+                    "grad_norm": report.grad_norm,
+                    "lr": report.lr,
+                    "throughput/tokens_per_s": report.tokens / report.seconds.max(1e-9),
+                    "time/step": report.seconds,
+                    "skipped": report.skipped.is_some(),
+                }),
+            )?;
+        }
+        hooks.on_step(&report);
+        let step = trainer.step;
+        let last = step == cfg.train.steps;
+        if (cfg.eval.every > 0 && step % cfg.eval.every == 0) || last {
+            let mut metrics = BTreeMap::new();
+            if !validation.is_empty() {
+                metrics.insert(
+                    "eval/loss".to_owned(),
+                    validation_loss(&trainer.policy, &validation, cfg.train.seq_len)?,
+                );
+            }
+            if is_lead {
+                metrics.extend(hooks.evaluate(&trainer.policy, step).map_err(TrainError::Eval)?);
+                let mut line = json!({"step": step, "role": "sft"});
+                for (k, v) in &metrics {
+                    line[k] = json!(v);
+                }
+                append_metrics(&metrics_path, &line)?;
+                hooks.on_eval(step, &metrics);
+            }
+            final_eval = metrics;
+        }
+        if is_lead && ((cfg.checkpoint.every > 0 && step % cfg.checkpoint.every == 0) || last) {
+            let state = TrainerState {
+                step,
+                samples_seen,
+                skipped_steps: trainer.skipped_steps,
+                data_seed: cfg.data.shuffle_seed,
+                optimizer_steps: trainer.optimizer().steps(),
+            };
+            let path = checkpoint::save(
+                &ckpt_root,
+                &state,
+                &trainer.policy.model.tensors(),
+                &trainer.policy.model.config().to_hf_json(),
+                &trainer.optimizer().state_tensors(),
+                cfg.checkpoint.keep,
+            )?;
+            hooks.on_checkpoint(step, &path);
+        }
+        if !last && hooks.should_stop() {
+            tracing::info!("stopped after step {step}");
+            return Ok(SftSummary {
+                steps: trainer.step,
+                final_loss,
+                final_eval,
+                export_dir: dir.join("final"),
+            });
+        }
+    }
+    let export_dir = dir.join("final");
+    if is_lead {
+        trainer.policy.export(&export_dir)?;
+    }
+    Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir })
+}

@@ -1,0 +1,267 @@
+//! One optimizer step: gradients over this rank's micro-batches, summed over ranks, checked,
+//! clipped, applied.
+
+use std::time::Instant;
+
+use candle_core::{DType, Tensor};
+use serde::Serialize;
+
+use crate::collective::Collective;
+use crate::data::Sample;
+use crate::grad::{add_into, loss_and_grads};
+use crate::loss::{self, LossConfig, LossStats, RlTokens};
+use crate::optim::{AdamW, OptimConfig, ScheduleConfig, clip_grads, grad_norm};
+use crate::{Policy, TrainError};
+
+/// What one step did.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    /// The step number (1-based: the first step is 1).
+    pub step: u64,
+    /// Mean loss per loss token (over all ranks).
+    pub loss: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Loss tokens (all ranks).
+    pub loss_tokens: f64,
+    /// Tokens processed (all ranks), loss tokens or not.
+    pub tokens: f64,
+    /// Mean entropy of the trained-on distributions.
+    pub entropy: f64,
+    /// Policy-gradient statistics (RL steps).
+    pub stats: LossStats,
+    /// Why the update was skipped, if it was.
+    pub skipped: Option<String>,
+    /// Seconds the step took.
+    pub seconds: f64,
+}
+
+/// A model, its optimizer and schedule, and the ranks it trains with.
+#[derive(Debug)]
+pub struct Trainer<'c> {
+    /// The model being trained.
+    pub policy: Policy,
+    optimizer: AdamW,
+    schedule: ScheduleConfig,
+    total_steps: u64,
+    collective: &'c dyn Collective,
+    checkpointing: bool,
+    /// Steps finished.
+    pub step: u64,
+    /// Steps whose update was skipped.
+    pub skipped_steps: u64,
+}
+
+/// One RL sequence: prompt and completion tokens with what the sampler reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RlSequence {
+    /// All token ids (prompt then completion).
+    pub ids: Vec<u32>,
+    /// Whether `ids[i]` is trained on.
+    pub mask: Vec<bool>,
+    /// Sampling logprob of `ids[i]` (ignored where `mask` is false).
+    pub sampling_logprobs: Vec<f32>,
+    /// The rollout's advantage.
+    pub advantage: f32,
+    /// Sampling temperature of the completion.
+    pub temperature: f32,
+}
+
+impl<'c> Trainer<'c> {
+    /// A trainer starting at step 0 with fresh optimizer moments.
+    pub fn new(
+        policy: Policy,
+        optim: OptimConfig,
+        schedule: ScheduleConfig,
+        total_steps: u64,
+        collective: &'c dyn Collective,
+        checkpointing: bool,
+    ) -> Result<Self, TrainError> {
+        let optimizer = AdamW::new(policy.model.params(), optim)?;
+        Ok(Self {
+            policy,
+            optimizer,
+            schedule,
+            total_steps,
+            collective,
+            checkpointing,
+            step: 0,
+            skipped_steps: 0,
+        })
+    }
+
+    /// The optimizer (for checkpoints).
+    pub fn optimizer(&self) -> &AdamW {
+        &self.optimizer
+    }
+
+    /// Restores optimizer moments and counters from a checkpoint.
+    pub fn restore(
+        &mut self,
+        optimizer: std::collections::BTreeMap<String, Tensor>,
+        state: &crate::checkpoint::TrainerState,
+    ) -> Result<(), TrainError> {
+        self.optimizer
+            .load_state(optimizer, state.optimizer_steps)
+            .map_err(TrainError::Checkpoint)?;
+        self.step = state.step;
+        self.skipped_steps = state.skipped_steps;
+        Ok(())
+    }
+
+    /// The learning rate of the next step.
+    pub fn next_lr(&self) -> f64 {
+        self.schedule.lr_at(self.optimizer.config().lr, self.step, self.total_steps)
+    }
+
+    /// One SFT step over this rank's micro-batches (each a list of samples packed into one
+    /// forward); `total_loss_tokens` counts the loss tokens of the whole step on every rank.
+    pub fn sft_step(
+        &mut self,
+        micro_batches: &[Vec<&Sample>],
+        total_loss_tokens: f64,
+    ) -> Result<StepReport, TrainError> {
+        let started = Instant::now();
+        let mut grads = None;
+        let mut sums = [0f64; 3]; // loss·N, tokens, entropy
+        for mb in micro_batches {
+            if mb.is_empty() {
+                continue;
+            }
+            let inputs: Vec<&[u32]> = mb.iter().map(|s| &s.ids[..s.ids.len() - 1]).collect();
+            let targets: Vec<u32> = mb.iter().flat_map(|s| s.ids[1..].iter().copied()).collect();
+            let mask: Vec<bool> = mb.iter().flat_map(|s| s.mask[1..].iter().copied()).collect();
+            let temps = vec![1f32; targets.len()];
+            let (g, (value, entropy)) =
+                loss_and_grads(&self.policy.model, &inputs, self.checkpointing, |logits| {
+                    let (lp, entropy) =
+                        loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
+                    let l = loss::sft_loss(&lp, &mask, total_loss_tokens)?;
+                    let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                    Ok((l, (v, entropy)))
+                })?;
+            add_into(&mut grads, g)?;
+            sums[0] += value * total_loss_tokens.max(1.0);
+            sums[1] += targets.len() as f64;
+            sums[2] += entropy;
+        }
+        let report = self.finish(grads, sums, total_loss_tokens, LossStats::default(), started)?;
+        Ok(report)
+    }
+
+    /// One RL step over this rank's micro-batches with the loss `cfg`; `total_loss_tokens`
+    /// counts the loss tokens of the whole step on every rank.
+    pub fn rl_step(
+        &mut self,
+        micro_batches: &[Vec<&RlSequence>],
+        cfg: &LossConfig,
+        total_loss_tokens: f64,
+    ) -> Result<StepReport, TrainError> {
+        let started = Instant::now();
+        let mut grads = None;
+        let mut sums = [0f64; 3];
+        let mut stats = LossStats::default();
+        for mb in micro_batches {
+            if mb.is_empty() {
+                continue;
+            }
+            let inputs: Vec<&[u32]> = mb.iter().map(|s| &s.ids[..s.ids.len() - 1]).collect();
+            let mut targets = Vec::new();
+            let mut mask = Vec::new();
+            let mut mu = Vec::new();
+            let mut adv = Vec::new();
+            let mut seq = Vec::new();
+            let mut temps = Vec::new();
+            for (k, s) in mb.iter().enumerate() {
+                targets.extend_from_slice(&s.ids[1..]);
+                mask.extend_from_slice(&s.mask[1..]);
+                mu.extend_from_slice(&s.sampling_logprobs[1..]);
+                adv.extend(std::iter::repeat_n(s.advantage, s.ids.len() - 1));
+                seq.extend(std::iter::repeat_n(k as u32, s.ids.len() - 1));
+                temps.extend(std::iter::repeat_n(s.temperature, s.ids.len() - 1));
+            }
+            let tokens = RlTokens {
+                sampling_logprobs: &mu,
+                advantages: &adv,
+                loss_mask: &mask,
+                sequence: &seq,
+            };
+            let (g, (value, entropy, st)) =
+                loss_and_grads(&self.policy.model, &inputs, self.checkpointing, |logits| {
+                    let (lp, entropy) =
+                        loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
+                    let (l, st) = loss::policy_loss(&lp, &tokens, cfg, total_loss_tokens)?;
+                    let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                    Ok((l, (v, entropy, st)))
+                })?;
+            add_into(&mut grads, g)?;
+            sums[0] += value * total_loss_tokens.max(1.0);
+            sums[1] += targets.len() as f64;
+            sums[2] += entropy;
+            stats.add(&st);
+        }
+        self.finish(grads, sums, total_loss_tokens, stats, started)
+    }
+
+    fn finish(
+        &mut self,
+        grads: Option<Vec<Tensor>>,
+        sums: [f64; 3],
+        total_loss_tokens: f64,
+        stats: LossStats,
+        started: Instant,
+    ) -> Result<StepReport, TrainError> {
+        let mut grads = match grads {
+            Some(g) => g,
+            None => self
+                .policy
+                .model
+                .params()
+                .iter()
+                .map(|(_, p)| p.as_tensor().zeros_like())
+                .collect::<candle_core::Result<Vec<_>>>()?,
+        };
+        self.collective.all_reduce_sum(&mut grads)?;
+        let mut scalars = vec![sums[0], sums[1], sums[2]];
+        scalars.extend(stats.to_vec());
+        self.collective.all_reduce_f64(&mut scalars)?;
+        let stats = LossStats::from_slice(&scalars[3..]);
+        let n = total_loss_tokens.max(1.0);
+        let loss = scalars[0] / n;
+        let norm = grad_norm(&grads)?;
+        let lr = self.next_lr();
+        self.step += 1;
+        let skipped = if !loss.is_finite() {
+            Some(format!("the loss is not finite ({loss})"))
+        } else if !norm.is_finite() {
+            Some(format!("the gradient norm is not finite ({norm})"))
+        } else {
+            None
+        };
+        if let Some(why) = &skipped {
+            self.skipped_steps += 1;
+            tracing::warn!("step {}: update skipped: {why}", self.step);
+        } else {
+            clip_grads(&mut grads, norm, self.optimizer.config().max_grad_norm)?;
+            self.optimizer.step(&grads, lr)?;
+        }
+        Ok(StepReport {
+            step: self.step,
+            loss,
+            grad_norm: norm,
+            lr,
+            loss_tokens: total_loss_tokens,
+            tokens: scalars[1],
+            entropy: if stats.tokens > 0.0 || total_loss_tokens > 0.0 {
+                scalars[2] / n
+            } else {
+                0.0
+            },
+            stats,
+            skipped,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}

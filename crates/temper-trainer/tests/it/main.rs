@@ -1,0 +1,23 @@
+//! Integration tests of temper-trainer.
+
+mod loss;
+mod optim;
+mod train;
+
+use candle_core::{DType, Tensor};
+
+/// Values of a tensor as f64.
+pub fn vals(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap()
+}
+
+/// A scalar tensor as f64.
+pub fn scalar(t: &Tensor) -> f64 {
+    t.to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap()
+}
+
+/// Asserts `a` and `b` agree to `tol` (absolute), with a message.
+#[track_caller]
+pub fn close(a: f64, b: f64, tol: f64, what: &str) {
+    assert!((a - b).abs() <= tol, "{what}: {a} vs {b} (diff {})", (a - b).abs());
+}

@@ -1,0 +1,383 @@
+//! Whole training steps on tiny models: checkpointed gradients, data parallelism, RL direction,
+//! SFT data, and resuming.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use serde_json::json;
+use temper_model::{Architecture, ModelConfig, Tokenizer, Transformer};
+use temper_trainer::data::{Record, Sample, tokenize};
+use temper_trainer::grad::loss_and_grads;
+use temper_trainer::loss::{LossConfig, sft_loss};
+use temper_trainer::optim::{OptimConfig, ScheduleConfig};
+use temper_trainer::pack::{balance, first_fit_decreasing};
+use temper_trainer::policy::CHATML;
+use temper_trainer::sft::{self, NoHooks, SftConfig};
+use temper_trainer::step::RlSequence;
+use temper_trainer::{InProcess, Policy, Single, Trainer};
+
+use crate::vals;
+
+fn tiny_policy(arch: Architecture, seed: u64) -> Policy {
+    let tokenizer = Tokenizer::bytes(&["<|im_start|>", "<|im_end|>"]);
+    let mut cfg = ModelConfig::tiny(arch, tokenizer.vocab_size());
+    cfg.max_position_embeddings = 256;
+    let model = Transformer::init_random(cfg, seed, &Device::Cpu).unwrap();
+    let template = temper_model::ChatTemplate::new(CHATML, "", "<|im_end|>", "chatml").unwrap();
+    Policy { model, tokenizer, template: Some(template) }
+}
+
+fn seqs() -> Vec<Vec<u32>> {
+    vec![
+        b"hello world".iter().map(|&b| u32::from(b)).collect(),
+        b"abc".iter().map(|&b| u32::from(b)).collect(),
+        b"the quick brown fox".iter().map(|&b| u32::from(b)).collect(),
+        b"zz top".iter().map(|&b| u32::from(b)).collect(),
+    ]
+}
+
+fn nll(logits: &Tensor, targets: &[u32]) -> candle_core::Result<(Tensor, ())> {
+    let ids = Tensor::from_vec(targets.to_vec(), targets.len(), logits.device())?;
+    let lp = temper_model::ops::token_logprobs(logits, &ids)?;
+    Ok((sft_loss(&lp, &vec![true; targets.len()], targets.len() as f64)?, ()))
+}
+
+#[test]
+fn checkpointed_gradients_equal_plain_ones_and_reach_every_weight() {
+    for arch in [Architecture::Llama, Architecture::Qwen3, Architecture::Glm4Moe] {
+        let policy = tiny_policy(arch, 1);
+        let data = seqs();
+        let inputs: Vec<&[u32]> = data.iter().map(|s| &s[..s.len() - 1]).collect();
+        let targets: Vec<u32> = data.iter().flat_map(|s| s[1..].iter().copied()).collect();
+        let (plain, ()) =
+            loss_and_grads(&policy.model, &inputs, false, |l| nll(l, &targets)).unwrap();
+        let (ckpt, ()) =
+            loss_and_grads(&policy.model, &inputs, true, |l| nll(l, &targets)).unwrap();
+        for ((name, _), (a, b)) in policy.model.params().iter().zip(plain.iter().zip(&ckpt)) {
+            let (a, b) = (vals(a), vals(b));
+            let scale = a.iter().fold(0f64, |m, x| m.max(x.abs()));
+            let diff = a.iter().zip(&b).fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+            assert!(diff <= 1e-5 * scale.max(1e-3), "{arch:?} {name}: diff {diff} (scale {scale})");
+            // The GLM-4.5 correction bias only chooses experts: it has no gradient by design.
+            if !name.ends_with("e_score_correction_bias") {
+                assert!(scale > 0.0, "{arch:?} {name}: zero gradient");
+            }
+        }
+    }
+}
+
+fn sample(ids: &[u32], loss_from: usize) -> Sample {
+    Sample { ids: ids.to_vec(), mask: (0..ids.len()).map(|i| i >= loss_from).collect() }
+}
+
+#[test]
+fn two_in_process_ranks_update_as_one_rank_with_the_whole_batch() {
+    let data: Vec<Sample> = seqs().iter().map(|s| sample(s, 1)).collect();
+    let total: f64 = data.iter().map(|s| s.loss_tokens() as f64).sum();
+    let optim = OptimConfig { lr: 1e-2, ..OptimConfig::default() };
+    // One rank, both halves as two micro-batches.
+    let single = Single;
+    let mut one = Trainer::new(
+        tiny_policy(Architecture::Qwen3, 2),
+        optim,
+        ScheduleConfig::default(),
+        10,
+        &single,
+        false,
+    )
+    .unwrap();
+    let mbs: Vec<Vec<&Sample>> = vec![data[..2].iter().collect(), data[2..].iter().collect()];
+    let r1 = one.sft_step(&mbs, total).unwrap();
+    // Two ranks, one half each.
+    let group = InProcess::group(2);
+    let results: Vec<(Vec<Vec<f64>>, f64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = group
+            .iter()
+            .enumerate()
+            .map(|(rank, coll)| {
+                let data = &data;
+                s.spawn(move || {
+                    let mut t = Trainer::new(
+                        tiny_policy(Architecture::Qwen3, 2),
+                        optim,
+                        ScheduleConfig::default(),
+                        10,
+                        coll,
+                        false,
+                    )
+                    .unwrap();
+                    let mine: Vec<Vec<&Sample>> =
+                        vec![data[rank * 2..rank * 2 + 2].iter().collect()];
+                    let r = t.sft_step(&mine, total).unwrap();
+                    let w =
+                        t.policy.model.params().iter().map(|(_, v)| vals(v.as_tensor())).collect();
+                    (w, r.loss)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let reference: Vec<Vec<f64>> =
+        one.policy.model.params().iter().map(|(_, v)| vals(v.as_tensor())).collect();
+    let mut worst: f64 = 0.0;
+    for (w, loss) in &results {
+        assert!((loss - r1.loss).abs() < 1e-6, "loss {loss} vs {}", r1.loss);
+        for (a, b) in w.iter().zip(&reference) {
+            for (x, y) in a.iter().zip(b) {
+                worst = worst.max((x - y).abs());
+            }
+        }
+    }
+    // The update itself is lr-sized (1e-2): the ranks must agree far below that.
+    assert!(worst <= 1e-6, "max |Δ| between 2 ranks and 1 rank: {worst}");
+}
+
+fn completion_logprob(model: &Transformer, s: &RlSequence) -> f64 {
+    let logits = model.forward(&s.ids[..s.ids.len() - 1]).unwrap();
+    let ids = Tensor::from_vec(s.ids[1..].to_vec(), s.ids.len() - 1, &Device::Cpu).unwrap();
+    let lp = vals(&temper_model::ops::token_logprobs(&logits, &ids).unwrap());
+    lp.iter().zip(&s.mask[1..]).filter(|(_, m)| **m).map(|(l, _)| l).sum()
+}
+
+#[test]
+fn rl_steps_raise_positive_and_lower_negative_advantage_tokens() {
+    let policy = tiny_policy(Architecture::Llama, 3);
+    // Prompt tokens are not trained on; the completions differ.
+    let make = |prompt: &[u8], completion: &[u8], adv: f32| -> RlSequence {
+        let ids: Vec<u32> = prompt.iter().chain(completion).map(|&b| u32::from(b)).collect();
+        let n = ids.len();
+        let logits = policy.model.forward(&ids[..n - 1]).unwrap();
+        let t = Tensor::from_vec(ids[1..].to_vec(), n - 1, &Device::Cpu).unwrap();
+        let mut mu = vec![0f32];
+        mu.extend(
+            vals(&temper_model::ops::token_logprobs(&logits, &t).unwrap())
+                .iter()
+                .map(|&x| x as f32),
+        );
+        RlSequence {
+            mask: (0..n).map(|i| i >= prompt.len()).collect(),
+            ids,
+            sampling_logprobs: mu,
+            advantage: adv,
+            temperature: 1.0,
+        }
+    };
+    let batch = [
+        make(b"Q: 2+2 A: ", b"4.", 1.0),
+        make(b"Q: 2+2 A: ", b"5!", -1.0),
+        make(b"Q: 3+3 A: ", b"6?", 0.5),
+    ];
+    let before: Vec<f64> = batch.iter().map(|s| completion_logprob(&policy.model, s)).collect();
+    let single = Single;
+    let optim = OptimConfig { lr: 3e-3, weight_decay: 0.0, ..OptimConfig::default() };
+    let mut t =
+        Trainer::new(policy, optim, ScheduleConfig::default(), 100, &single, false).unwrap();
+    let total: f64 = batch.iter().map(|s| s.mask[1..].iter().filter(|&&m| m).count() as f64).sum();
+    let mb: Vec<Vec<&RlSequence>> = vec![batch.iter().collect()];
+    let mut first_kl = None;
+    for _ in 0..5 {
+        let r = t.rl_step(&mb, &LossConfig::default(), total).unwrap();
+        assert!(r.skipped.is_none());
+        first_kl.get_or_insert(r.stats.mismatch_kl / r.stats.tokens);
+    }
+    // On the first step the trainer recomputes exactly what the "sampler" reported.
+    assert!(first_kl.unwrap().abs() < 1e-6, "first-step mismatch KL {first_kl:?}");
+    let after: Vec<f64> = batch.iter().map(|s| completion_logprob(&t.policy.model, s)).collect();
+    assert!(after[0] > before[0] + 0.05, "positive advantage: {} -> {}", before[0], after[0]);
+    assert!(after[1] < before[1] - 0.05, "negative advantage: {} -> {}", before[1], after[1]);
+    assert!(after[2] > before[2] + 0.05, "positive advantage: {} -> {}", before[2], after[2]);
+}
+
+#[test]
+fn a_non_finite_step_is_skipped_and_leaves_the_weights_alone() {
+    let single = Single;
+    let policy = tiny_policy(Architecture::Llama, 4);
+    let before: Vec<Vec<f64>> =
+        policy.model.params().iter().map(|(_, v)| vals(v.as_tensor())).collect();
+    let mut t =
+        Trainer::new(policy, OptimConfig::default(), ScheduleConfig::default(), 10, &single, false)
+            .unwrap();
+    let ids: Vec<u32> = b"abcdef".iter().map(|&b| u32::from(b)).collect();
+    let mut mu = vec![-1.0f32; ids.len()];
+    mu[3] = f32::NAN;
+    let s = RlSequence {
+        mask: vec![true; ids.len()],
+        ids,
+        sampling_logprobs: mu,
+        advantage: 1.0,
+        temperature: 1.0,
+    };
+    let r = t.rl_step(&[vec![&s]], &LossConfig::default(), 5.0).unwrap();
+    assert!(r.skipped.as_deref().is_some_and(|m| m.contains("not finite")), "{:?}", r.skipped);
+    assert_eq!(t.skipped_steps, 1);
+    let after: Vec<Vec<f64>> =
+        t.policy.model.params().iter().map(|(_, v)| vals(v.as_tensor())).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn chat_samples_train_only_on_assistant_turns() {
+    let p = tiny_policy(Architecture::Llama, 0);
+    let rec = Record::from_json(&json!({"messages": [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo"},
+        {"role": "user", "content": "more"},
+        {"role": "assistant", "content": "ok"},
+    ]}))
+    .unwrap();
+    let s = tokenize(&rec, &p.tokenizer, p.template.as_ref()).unwrap();
+    let trained: String = s
+        .ids
+        .iter()
+        .zip(&s.mask)
+        .filter(|(_, m)| **m)
+        .map(|(&i, _)| p.tokenizer.decode(&[i], false).unwrap())
+        .collect();
+    assert_eq!(trained, "yo<|im_end|>\nok<|im_end|>\n");
+    assert_eq!(
+        p.tokenizer.decode(&s.ids, false).unwrap(),
+        "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\nok<|im_end|>\n"
+    );
+    let text = Record::from_json(&json!({"prompt": "2+2=", "completion": "4"})).unwrap();
+    let s = tokenize(&text, &p.tokenizer, None).unwrap();
+    assert_eq!(s.mask, [false, false, false, false, true]);
+    for bad in [
+        json!({"messages": []}),
+        json!({"prompt": "x"}),
+        json!({"messages": [{"role": "user", "content": "x"}]}),
+        json!({"messages": [{"role": "robot", "content": "x"}]}),
+    ] {
+        assert!(Record::from_json(&bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn packing_is_first_fit_decreasing_and_balanced() {
+    let rows = first_fit_decreasing(&[5, 9, 3, 7, 2, 4], 10);
+    assert_eq!(rows, vec![vec![1], vec![3, 2], vec![0, 5], vec![4]]);
+    // An over-long sample gets its own row.
+    assert_eq!(first_fit_decreasing(&[12, 1], 10), vec![vec![0], vec![1]]);
+    let shares = balance(&[9, 10, 9, 2], 2);
+    assert_eq!(shares, vec![vec![1, 3], vec![0, 2]]);
+}
+
+/// Stops the run after a given step.
+struct StopAfter(u64);
+
+impl sft::SftHooks for StopAfter {
+    fn on_step(&mut self, r: &temper_trainer::StepReport) {
+        self.0 = if r.step >= self.0 { 0 } else { self.0 };
+    }
+    fn should_stop(&mut self) -> bool {
+        self.0 == 0
+    }
+}
+
+fn write_jsonl(path: &Path, n: usize) {
+    let mut text = String::new();
+    for i in 0..n {
+        let word: String =
+            (0..3 + i % 5).map(|k| char::from(b'a' + ((i * 7 + k * 3) % 26) as u8)).collect();
+        let rev: String = word.chars().rev().collect();
+        text.push_str(&json!({"messages": [{"role": "user", "content": word}, {"role": "assistant", "content": rev}]}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn config(dir: &Path, steps: u64) -> SftConfig {
+    let text = format!(
+        r#"
+        [model.scratch]
+        hidden_size = 32
+        num_layers = 2
+        num_heads = 4
+        num_kv_heads = 2
+        intermediate_size = 64
+        max_positions = 128
+        [data]
+        train = "{0}/train.jsonl"
+        validation = "{0}/train.jsonl"
+        validation_size = 8
+        [train]
+        steps = {steps}
+        batch_size = 6
+        seq_len = 64
+        micro_batch_rows = 1
+        [optim]
+        lr = 3e-3
+        [schedule]
+        type = "cosine"
+        warmup_steps = 2
+        [checkpoint]
+        every = 3
+        keep = 2
+        [eval]
+        every = 3
+        [output]
+        dir = "{0}/run"
+        "#,
+        dir.display()
+    );
+    toml::from_str(&text).unwrap()
+}
+
+fn losses(dir: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(dir.join("run/metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|v| Some((v["step"].as_u64()?, v.get("loss/mean")?.as_f64()?)))
+        .collect()
+}
+
+#[test]
+fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    for d in [a.path(), b.path()] {
+        write_jsonl(&d.join("train.jsonl"), 20);
+    }
+    let device = Device::Cpu;
+    let build = |cfg: &SftConfig| cfg.model.build(&device).unwrap();
+    // Uninterrupted: 8 steps.
+    let ca = config(a.path(), 8);
+    sft::prepare_run_dir(&ca.output.dir, false, false).unwrap();
+    let sa = sft::run(&ca, build(&ca), &Single, &mut NoHooks, false).unwrap();
+    // Interrupted after step 5 (the last checkpoint is step 3), with a partial metrics line as a
+    // crash leaves it; resumed from step 3 to 8.
+    let cb = config(b.path(), 8);
+    sft::prepare_run_dir(&cb.output.dir, false, false).unwrap();
+    sft::run(&cb, build(&cb), &Single, &mut StopAfter(5), false).unwrap();
+    let metrics = b.path().join("run/metrics.jsonl");
+    let mut text = std::fs::read_to_string(&metrics).unwrap();
+    text.push_str("{\"step\": 6, \"ro");
+    std::fs::write(&metrics, text).unwrap();
+    assert_eq!(
+        temper_trainer::checkpoint::latest(&b.path().join("run/checkpoints")).unwrap(),
+        Some(3)
+    );
+    assert!(
+        sft::prepare_run_dir(&cb.output.dir, false, false).is_err(),
+        "a used run dir needs --resume"
+    );
+    sft::prepare_run_dir(&cb.output.dir, true, false).unwrap();
+    let sb = sft::run(&cb, build(&cb), &Single, &mut NoHooks, true).unwrap();
+    let (la, lb) = (losses(a.path()), losses(b.path()));
+    assert_eq!(la.len(), 8);
+    assert_eq!(la, lb, "loss curves differ");
+    assert_eq!(sa.final_loss.to_bits(), sb.final_loss.to_bits());
+    assert!(la[7].1 < la[0].1, "the loss did not fall: {la:?}");
+    // The exported model loads as a Hugging Face folder and gives the trained model's logits.
+    let p = temper_model::Pretrained::load(&sa.export_dir, DType::F32, &device).unwrap();
+    assert!(p.chat_template.is_some());
+    let ids = p.tokenizer.encode("<|im_start|>user\nabc<|im_end|>\n").unwrap();
+    let from_a = p.model.forward(&ids).unwrap();
+    let pb = temper_model::Pretrained::load(&sb.export_dir, DType::F32, &device).unwrap();
+    let from_b = pb.model.forward(&ids).unwrap();
+    assert_eq!(vals(&from_a), vals(&from_b));
+    // Only the newest two checkpoints are kept.
+    let kept = temper_trainer::checkpoint::list(&b.path().join("run/checkpoints")).unwrap();
+    assert_eq!(kept, [6, 8]);
+}
