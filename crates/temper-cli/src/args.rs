@@ -36,6 +36,42 @@ pub enum Command {
     /// Serve a model for sampling (OpenAI-compatible API with RL admin routes).
     #[command(subcommand)]
     Inference(InferenceCommand),
+    /// Supervised fine-tuning from a TOML config.
+    ///
+    /// Trains on chat `messages` or `prompt`/`completion` records (a JSONL file, or an
+    /// environment's generated examples with `data.env`), with the loss on assistant tokens only,
+    /// packed rows, AdamW and a learning-rate schedule. Writes to the run directory
+    /// (`output.dir`): the resolved config.toml, metrics.jsonl (one line per step and per
+    /// evaluation), checkpoints/step_N (model, optimizer, data position) and, at the end, final/
+    /// (the model in Hugging Face layout, servable with `temper inference serve`). With
+    /// `data.env`, evaluations generate greedy answers to held-out examples and report the
+    /// environment's mean reward.
+    Sft(SftArgs),
+}
+
+/// `temper sft`.
+#[derive(Debug, Args)]
+pub struct SftArgs {
+    /// The TOML config (sections [model], [data], [train], [optim], [schedule], [eval],
+    /// [checkpoint], [output]).
+    pub config: PathBuf,
+
+    /// Override a config value, e.g. `--set train.steps=100` or `--set optim.lr=1e-3`
+    /// (repeatable; values are TOML, bare words are strings).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Continue the run in output.dir from its newest complete checkpoint.
+    #[arg(long, conflicts_with = "clean")]
+    pub resume: bool,
+
+    /// Delete output.dir first if it holds an earlier run.
+    #[arg(long)]
+    pub clean: bool,
+
+    /// Device to train on: cpu, cuda or cuda:N (CUDA needs a `--features cuda` build).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// `temper inference ...`.

@@ -232,6 +232,91 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     out.reshape((heads, n, head_dim))?.transpose(0, 1)?.contiguous()?.reshape((n, heads * head_dim))
 }
 
+/// Causal attention of several independent sequences at once (no cache): `q` is `[n, heads,
+/// head_dim]`, `k` and `v` `[n, kv_heads, head_dim]`, the sequences lying back to back as
+/// `spans` (offset, length). Sequences of similar length are padded to a common length and
+/// computed as one batched product (a padded key is never seen by a real query, since keys are
+/// limited to positions at or before the query); the rows come back in input order.
+/// Returns `[n, heads * head_dim]`, equal to [`causal_attention`] on each sequence.
+pub fn packed_causal_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    spans: &[(usize, usize)],
+) -> Result<Tensor> {
+    let (n, heads, head_dim) = q.dims3()?;
+    let (_, kv_heads, _) = k.dims3()?;
+    if heads % kv_heads != 0 {
+        candle_core::bail!("attention: {heads} heads over {kv_heads} kv heads");
+    }
+    let group = heads / kv_heads;
+    let device = q.device();
+    // Buckets of spans whose lengths are within a factor of two, longest first, so padding at
+    // most doubles the work of a bucket.
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by(|&a, &b| spans[b].1.cmp(&spans[a].1).then(a.cmp(&b)));
+    let mut buckets: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        match buckets.last_mut() {
+            Some(b) if spans[i].1 * 2 > spans[b[0]].1 => b.push(i),
+            _ => buckets.push(vec![i]),
+        }
+    }
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    let mut outs = Vec::with_capacity(buckets.len());
+    // For each output row (in bucket order), the input row it belongs to.
+    let mut rows_in_order: Vec<u32> = Vec::with_capacity(n);
+    for bucket in &buckets {
+        let s = bucket.len();
+        let lmax = spans[bucket[0]].1;
+        let mut gather = Vec::with_capacity(s * lmax);
+        let mut keep = Vec::with_capacity(n);
+        for (b, &i) in bucket.iter().enumerate() {
+            let (offset, len) = spans[i];
+            for t in 0..lmax {
+                gather.push((offset + t.min(len - 1)) as u32);
+            }
+            for t in 0..len {
+                keep.push((b * lmax + t) as u32);
+                rows_in_order.push((offset + t) as u32);
+            }
+        }
+        let gather = Tensor::from_vec(gather, s * lmax, device)?;
+        let keep_len = keep.len();
+        let keep = Tensor::from_vec(keep, keep_len, device)?;
+        // [s·lmax, h, d] → [s, lmax, h, d] → [s, h, lmax, d]
+        let pad = |x: &Tensor, h: usize| -> Result<Tensor> {
+            x.index_select(&gather, 0)?
+                .reshape((s, lmax, h, head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let qp = pad(q, heads)?.reshape((s, kv_heads, group * lmax, head_dim))?;
+        let kp = pad(k, kv_heads)?;
+        let vp = pad(v, kv_heads)?;
+        let scores = (qp.matmul(&kp.t()?)? * scale)?; // [s, kv_heads, group·lmax, lmax]
+        let mask = causal_mask(lmax, lmax, group, device)?.to_dtype(scores.dtype())?;
+        let probs = softmax_last_dim(&scores.broadcast_add(&mask)?)?;
+        let out = probs.matmul(&vp)?; // [s, kv_heads, group·lmax, d]
+        let out = out
+            .reshape((s, heads, lmax, head_dim))?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((s * lmax, heads * head_dim))?;
+        outs.push(out.index_select(&keep, 0)?);
+    }
+    let out = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
+    // Back to input order: output row j holds input row rows_in_order[j].
+    let mut inverse = vec![0u32; n];
+    for (j, &r) in rows_in_order.iter().enumerate() {
+        inverse[r as usize] = j as u32;
+    }
+    if inverse.iter().enumerate().all(|(i, &j)| i as u32 == j) {
+        return Ok(out);
+    }
+    out.index_select(&Tensor::from_vec(inverse, n, device)?, 0)
+}
+
 /// `[group * n, len]` of 0 where query `i` (at position `len - n + i`) may see key `j`, and
 /// `-inf` elsewhere; the same for each of the `group` heads.
 fn causal_mask(n: usize, len: usize, group: usize, device: &Device) -> Result<Tensor> {

@@ -511,7 +511,7 @@ impl Transformer {
         x: &Tensor,
         rope: &ops::RopeAt,
         spans: &[(usize, usize)],
-        mut caches: Option<&mut [&mut KvCache]>,
+        caches: Option<&mut [&mut KvCache]>,
     ) -> candle_core::Result<Tensor> {
         let cfg = &self.cfg;
         let layer = &self.layers[l];
@@ -528,6 +528,31 @@ impl Transformer {
         }
         let q = rope.rotate(&q)?;
         let k = rope.rotate(&k)?;
+        let attn = if caches.is_none() && spans.len() > 1 {
+            // Independent sequences without a cache (training, scoring): batched.
+            ops::packed_causal_attention(&q, &k, &v, spans)?
+        } else {
+            self.attention_per_sequence(l, &q, &k, &v, spans, caches)?
+        };
+        let x = (x + linear(&attn, &layer.o, None)?)?;
+        let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
+        let mlp = match &layer.mlp {
+            Mlp::Dense(ffn) => ffn.forward(&h)?,
+            Mlp::Moe(moe) => moe.forward(&h)?,
+        };
+        x + mlp
+    }
+
+    /// Attention one sequence at a time, each continuing its cache when there are caches.
+    fn attention_per_sequence(
+        &self,
+        l: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        spans: &[(usize, usize)],
+        mut caches: Option<&mut [&mut KvCache]>,
+    ) -> candle_core::Result<Tensor> {
         // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
         let k = k.transpose(0, 1)?.contiguous()?;
         let v = v.transpose(0, 1)?.contiguous()?;
@@ -542,14 +567,7 @@ impl Transformer {
             };
             outs.push(causal_attention(&qi, &ka, &va)?);
         }
-        let attn = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
-        let x = (x + linear(&attn, &layer.o, None)?)?;
-        let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
-        let mlp = match &layer.mlp {
-            Mlp::Dense(ffn) => ffn.forward(&h)?,
-            Mlp::Moe(moe) => moe.forward(&h)?,
-        };
-        x + mlp
+        if outs.len() == 1 { Ok(outs.remove(0)) } else { Tensor::cat(&outs, 0) }
     }
 
     /// Prepares independent sequences (`chunks`, each from position 0) for a packed forward:

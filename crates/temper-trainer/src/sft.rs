@@ -207,8 +207,8 @@ pub trait SftHooks {
     fn on_eval(&mut self, _step: u64, _metrics: &BTreeMap<String, f64>) {}
     /// A checkpoint was written.
     fn on_checkpoint(&mut self, _step: u64, _path: &Path) {}
-    /// Asked after every step: stop now (without a final checkpoint or export), as when the
-    /// user interrupts; `--resume` continues from the last checkpoint.
+    /// Asked after every step: stop now, as when the user interrupts. A checkpoint of the step
+    /// is written first (no export); `--resume` continues from it.
     fn should_stop(&mut self) -> bool {
         false
     }
@@ -549,7 +549,10 @@ pub fn run(
             }
             final_eval = metrics;
         }
-        if is_lead && ((cfg.checkpoint.every > 0 && step % cfg.checkpoint.every == 0) || last) {
+        // A stop asked for by the user checkpoints first, so nothing is lost.
+        let stop = !last && hooks.should_stop();
+        let due = (cfg.checkpoint.every > 0 && step % cfg.checkpoint.every == 0) || last || stop;
+        if is_lead && due {
             let state = TrainerState {
                 step,
                 samples_seen,
@@ -567,7 +570,7 @@ pub fn run(
             )?;
             hooks.on_checkpoint(step, &path);
         }
-        if !last && hooks.should_stop() {
+        if stop {
             tracing::info!("stopped after step {step}");
             return Ok(SftSummary {
                 steps: trainer.step,

@@ -4,8 +4,11 @@ mod envs;
 mod eval;
 mod inference;
 mod inference_bench;
+mod local_server;
 mod sandbox;
 mod sandbox_bench;
+mod settings;
+mod sft;
 mod verify;
 
 use crate::args::Command;
@@ -18,5 +21,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Verify(command) => verify::run(command),
         Command::Sandbox(command) => sandbox::run(command).await,
         Command::Inference(command) => inference::run(command).await,
+        Command::Sft(args) => sft::run(args).await,
     }
 }

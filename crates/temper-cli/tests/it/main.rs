@@ -4,4 +4,5 @@ mod eval;
 mod inference;
 mod mock;
 mod sandbox;
+mod sft;
 mod verify;

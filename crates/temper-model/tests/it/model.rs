@@ -225,11 +225,20 @@ fn packed_forward_equals_separate_forwards() {
     let model =
         Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 3, &Device::Cpu)
             .unwrap();
-    let a: Vec<u32> = vec![1, 5, 9, 2, 7];
-    let b: Vec<u32> = vec![3, 3, 8];
-    let packed = model.forward_packed(&[&a, &b]).unwrap();
-    assert_eq!(packed.dims(), [8, 50]);
-    let sep = Tensor::cat(&[model.forward(&a).unwrap(), model.forward(&b).unwrap()], 0).unwrap();
+    // Lengths that fall into several padding buckets, out of order.
+    let seqs: Vec<Vec<u32>> = vec![
+        vec![1, 5, 9, 2, 7],
+        vec![3, 3, 8],
+        vec![4],
+        (0..23).map(|i| (i * 7 % 50) as u32).collect(),
+        vec![2, 9],
+        (0..12).map(|i| (i * 3 % 50) as u32).collect(),
+    ];
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let packed = model.forward_packed(&refs).unwrap();
+    assert_eq!(packed.dims(), [46, 50]);
+    let sep = Tensor::cat(&seqs.iter().map(|s| model.forward(s).unwrap()).collect::<Vec<_>>(), 0)
+        .unwrap();
     let diff = max_abs_diff(&packed, &sep);
     assert!(diff < 1e-5, "{diff}");
 }

@@ -345,11 +345,16 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
     let ca = config(a.path(), 8);
     sft::prepare_run_dir(&ca.output.dir, false, false).unwrap();
     let sa = sft::run(&ca, build(&ca), &Single, &mut NoHooks, false).unwrap();
-    // Interrupted after step 5 (the last checkpoint is step 3), with a partial metrics line as a
-    // crash leaves it; resumed from step 3 to 8.
+    // Stopped after step 5 (which checkpoints it); then, as if it had crashed instead, that
+    // checkpoint is deleted and a partial metrics line added: the run resumes from step 3 and
+    // forgets the metrics of steps 4 and 5.
     let cb = config(b.path(), 8);
     sft::prepare_run_dir(&cb.output.dir, false, false).unwrap();
     sft::run(&cb, build(&cb), &Single, &mut StopAfter(5), false).unwrap();
+    let ckpts = b.path().join("run/checkpoints");
+    assert_eq!(temper_trainer::checkpoint::list(&ckpts).unwrap(), [3, 5]);
+    std::fs::remove_dir_all(ckpts.join("step_5")).unwrap();
+    std::fs::create_dir_all(ckpts.join("step_6.tmp")).unwrap();
     let metrics = b.path().join("run/metrics.jsonl");
     let mut text = std::fs::read_to_string(&metrics).unwrap();
     text.push_str("{\"step\": 6, \"ro");

@@ -1,0 +1,245 @@
+//! `temper sft CONFIG`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use temper_client::{Limited, OpenAiClient};
+use temper_envs::eval::{self, EvalConfig};
+use temper_envs::{Environment, LoadOptions, Services, Split};
+use temper_protocol::SamplingParams;
+use temper_trainer::sft::{self, RunInfo, SftConfig, SftHooks};
+use temper_trainer::{Policy, Single, StepReport};
+
+use super::local_server::LocalServer;
+use crate::args::SftArgs;
+
+pub async fn run(args: SftArgs) -> anyhow::Result<()> {
+    let (cfg, resolved): (SftConfig, String) = super::settings::load(&args.config, &args.set)?;
+    cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
+    let device = super::inference::device(&args.device)?;
+    let dir = cfg.output.dir.clone();
+    sft::prepare_run_dir(&dir, args.resume, args.clean)?;
+    std::fs::write(dir.join("config.toml"), &resolved)
+        .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
+
+    let env = match &cfg.data.env {
+        Some(name) if cfg.eval.num_examples > 0 => Some(
+            temper_envs::load(name, &LoadOptions { seed: cfg.data.env_seed, ..Default::default() })
+                .with_context(|| format!("cannot load environment `{name}`"))?,
+        ),
+        _ => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        });
+    }
+    let handle = tokio::runtime::Handle::current();
+    let started = Instant::now();
+    let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let policy = cfg.model.build(&device)?;
+        let mut hooks = CliHooks::new(&cfg, env, dir, handle, stop);
+        let out = sft::run(&cfg, policy, &Single, &mut hooks, args.resume);
+        hooks.bar.finish_and_clear();
+        Ok((out?, hooks.stopped_at))
+    })
+    .await??;
+    let (summary, stopped) = summary;
+    if let Some(step) = stopped {
+        println!(
+            "stopped after step {step} (checkpoint written); continue with: temper sft {} --resume",
+            args.config.display()
+        );
+        return Ok(());
+    }
+    println!(
+        "sft finished: {} steps in {:.0} s, final loss {:.4}",
+        summary.steps,
+        started.elapsed().as_secs_f64(),
+        summary.final_loss
+    );
+    for (k, v) in &summary.final_eval {
+        println!("  {k} = {v:.4}");
+    }
+    println!("model: {}", summary.export_dir.display());
+    Ok(())
+}
+
+struct CliHooks {
+    bar: ProgressBar,
+    env: Option<Environment>,
+    num_examples: usize,
+    max_tokens: u32,
+    env_seed: u64,
+    dir: PathBuf,
+    handle: tokio::runtime::Handle,
+    stop: Arc<AtomicBool>,
+    stopped_at: Option<u64>,
+    total: u64,
+    last_step: u64,
+    line_every: u64,
+}
+
+impl CliHooks {
+    fn new(
+        cfg: &SftConfig,
+        env: Option<Environment>,
+        dir: PathBuf,
+        handle: tokio::runtime::Handle,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        let bar = ProgressBar::new(cfg.train.steps);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {bar:30} {pos}/{len} steps {elapsed_precise} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Self {
+            bar,
+            env,
+            num_examples: cfg.eval.num_examples,
+            max_tokens: cfg.eval.max_tokens,
+            env_seed: cfg.data.env_seed,
+            dir,
+            handle,
+            stop,
+            stopped_at: None,
+            total: cfg.train.steps,
+            last_step: 0,
+            line_every: (cfg.train.steps / 20).max(1),
+        }
+    }
+}
+
+impl CliHooks {
+    /// A line above the progress bar, or on its own when there is no bar (output not a terminal).
+    fn say(&self, line: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+}
+
+impl SftHooks for CliHooks {
+    fn on_start(&mut self, start_step: u64, total: u64, info: &RunInfo) {
+        self.bar.set_position(start_step);
+        self.say(format!(
+            "sft: {:.2}M parameters, {} train / {} validation samples{}, {} steps{}",
+            info.parameters as f64 / 1e6,
+            info.train_samples,
+            info.validation_samples,
+            if info.truncated > 0 {
+                format!(" ({} cut to seq_len)", info.truncated)
+            } else {
+                String::new()
+            },
+            total,
+            if start_step > 0 {
+                format!(", resuming after step {start_step}")
+            } else {
+                String::new()
+            },
+        ));
+    }
+
+    fn on_step(&mut self, r: &StepReport) {
+        self.last_step = r.step;
+        self.bar.set_position(r.step);
+        let tps = r.tokens / r.seconds.max(1e-9);
+        self.bar.set_message(format!("loss {:.4} lr {:.2e} {:.0} tok/s", r.loss, r.lr, tps));
+        if r.step % self.line_every == 0 || r.step == self.total || r.skipped.is_some() {
+            let mut line = format!(
+                "step {:>5}/{} | loss {:.4} | grad {:.3} | lr {:.2e} | {:.0} tok/s",
+                r.step, self.total, r.loss, r.grad_norm, r.lr, tps
+            );
+            if let Some(why) = &r.skipped {
+                line.push_str(&format!(" | update skipped: {why}"));
+            }
+            self.say(line);
+        }
+    }
+
+    fn evaluate(&mut self, policy: &Policy, step: u64) -> Result<BTreeMap<String, f64>, String> {
+        let Some(env) = &self.env else { return Ok(BTreeMap::new()) };
+        let dir = self.dir.join("eval").join(format!("step_{step}"));
+        let cfg = EvalConfig {
+            num_examples: self.num_examples,
+            rollouts_per_example: 1,
+            split: Split::Eval,
+            sampling: SamplingParams {
+                temperature: Some(0.0),
+                max_tokens: Some(self.max_tokens),
+                ..SamplingParams::default()
+            },
+            pass_threshold: 0.5,
+            model_url: String::new(),
+            model_name: "policy".into(),
+            judge: None,
+            code_runner: None,
+            load: LoadOptions { seed: self.env_seed, ..Default::default() },
+            concurrency: 64,
+        };
+        self.bar.set_message(format!("evaluating {} examples", self.num_examples));
+        let report = self
+            .handle
+            .block_on(evaluate(policy, env, cfg, &dir, step))
+            .map_err(|e| format!("{e:#}"))?;
+        let name = &env.info.name;
+        let mut out = BTreeMap::new();
+        out.insert(format!("eval/{name}/reward/mean"), report.summary.reward_mean);
+        for (k, v) in &report.summary.scores {
+            out.insert(format!("eval/{name}/{k}/mean"), *v);
+        }
+        Ok(out)
+    }
+
+    fn on_eval(&mut self, step: u64, metrics: &BTreeMap<String, f64>) {
+        if metrics.is_empty() {
+            return;
+        }
+        let parts: Vec<String> = metrics.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        self.say(format!("eval  {step:>5} | {}", parts.join(" | ")));
+    }
+
+    fn should_stop(&mut self) -> bool {
+        let stop = self.stop.load(Ordering::SeqCst);
+        if stop {
+            self.stopped_at = Some(self.last_step);
+        }
+        stop
+    }
+}
+
+async fn evaluate(
+    policy: &Policy,
+    env: &Environment,
+    mut cfg: EvalConfig,
+    dir: &Path,
+    step: u64,
+) -> anyhow::Result<eval::EvalReport> {
+    // A resumed run evaluates this step again: start its folder over.
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    let server =
+        LocalServer::start(&policy.model, &policy.tokenizer, policy.template.as_ref(), step)
+            .await?;
+    cfg.model_url = server.url.clone();
+    let client = OpenAiClient::new(&server.url, "policy", None)?;
+    let model = Limited::new(client, cfg.concurrency);
+    let report = eval::run(env, &model, &Services::default(), &cfg, dir, false, &|_| {}).await;
+    server.shutdown().await;
+    Ok(report?)
+}
