@@ -70,6 +70,9 @@ pub struct DataConfig {
     pub env_seed: u64,
     /// With `env`: train examples to generate (the environment's default when unset).
     pub train_size: Option<usize>,
+    /// With `env`: replaces the environment's system prompt (`""` drops it), in the training
+    /// data and in evaluation alike.
+    pub system_prompt: Option<String>,
     /// Validation samples at most (0: all).
     pub validation_size: usize,
     /// Seed of the training order.
@@ -85,6 +88,7 @@ impl Default for DataConfig {
             completion_template: "{answer}".into(),
             env_seed: 0,
             train_size: None,
+            system_prompt: None,
             validation_size: 200,
             shuffle_seed: 0,
         }
@@ -261,6 +265,23 @@ pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), Trai
     std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
 }
 
+/// The environment of `data.env`, loaded with the data options (seed, size, system prompt).
+pub fn load_env(data: &DataConfig) -> Result<temper_envs::Environment, TrainError> {
+    let name =
+        data.env.as_deref().ok_or_else(|| TrainError::Config("data.env is not set".into()))?;
+    let options = temper_envs::LoadOptions {
+        seed: data.env_seed,
+        train_size: data.train_size,
+        ..Default::default()
+    };
+    let mut env = temper_envs::load(name, &options)
+        .map_err(|e| TrainError::Config(format!("data.env `{name}`: {e}")))?;
+    if let Some(prompt) = &data.system_prompt {
+        env.system_prompt = if prompt.is_empty() { None } else { Some(prompt.clone()) };
+    }
+    Ok(env)
+}
+
 /// Loads and tokenizes the train and validation samples. Returns them with the count of
 /// training samples cut to `seq_len`.
 pub fn load_samples(
@@ -268,14 +289,8 @@ pub fn load_samples(
     policy: &Policy,
 ) -> Result<(Vec<Sample>, Vec<Sample>, usize), TrainError> {
     let (train, validation): (Vec<Record>, Vec<Record>) = match (&cfg.data.env, &cfg.data.train) {
-        (Some(name), _) => {
-            let options = temper_envs::LoadOptions {
-                seed: cfg.data.env_seed,
-                train_size: cfg.data.train_size,
-                ..Default::default()
-            };
-            let env = temper_envs::load(name, &options)
-                .map_err(|e| TrainError::Config(format!("data.env `{name}`: {e}")))?;
+        (Some(_), _) => {
+            let env = load_env(&cfg.data)?;
             let t = data::records_from_env(
                 &env,
                 temper_envs::Split::Train,
@@ -530,7 +545,7 @@ pub fn run(
         hooks.on_step(&report);
         let step = trainer.step;
         let last = step == cfg.train.steps;
-        if (cfg.eval.every > 0 && step % cfg.eval.every == 0) || last {
+        if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
             let mut metrics = BTreeMap::new();
             if !validation.is_empty() {
                 metrics.insert(
@@ -551,7 +566,8 @@ pub fn run(
         }
         // A stop asked for by the user checkpoints first, so nothing is lost.
         let stop = !last && hooks.should_stop();
-        let due = (cfg.checkpoint.every > 0 && step % cfg.checkpoint.every == 0) || last || stop;
+        let due =
+            (cfg.checkpoint.every > 0 && step.is_multiple_of(cfg.checkpoint.every)) || last || stop;
         if is_lead && due {
             let state = TrainerState {
                 step,

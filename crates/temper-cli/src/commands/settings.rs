@@ -18,9 +18,8 @@ pub fn load<T: DeserializeOwned>(path: &Path, sets: &[String]) -> anyhow::Result
         apply(&mut table, set)?;
     }
     let resolved = toml::to_string_pretty(&table).context("cannot write the resolved config")?;
-    let config: T = toml::from_str(&resolved).map_err(|e| {
-        anyhow::anyhow!("{} (after --set overrides): {}", path.display(), e.message())
-    })?;
+    let config: T = toml::from_str(&resolved)
+        .map_err(|e| anyhow::anyhow!("{} (with --set overrides applied): {e}", path.display()))?;
     Ok((config, resolved))
 }
 

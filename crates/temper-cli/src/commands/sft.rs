@@ -28,10 +28,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
 
     let env = match &cfg.data.env {
-        Some(name) if cfg.eval.num_examples > 0 => Some(
-            temper_envs::load(name, &LoadOptions { seed: cfg.data.env_seed, ..Default::default() })
-                .with_context(|| format!("cannot load environment `{name}`"))?,
-        ),
+        Some(_) if cfg.eval.num_examples > 0 => Some(sft::load_env(&cfg.data)?),
         _ => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -159,7 +156,7 @@ impl SftHooks for CliHooks {
         self.bar.set_position(r.step);
         let tps = r.tokens / r.seconds.max(1e-9);
         self.bar.set_message(format!("loss {:.4} lr {:.2e} {:.0} tok/s", r.loss, r.lr, tps));
-        if r.step % self.line_every == 0 || r.step == self.total || r.skipped.is_some() {
+        if r.step.is_multiple_of(self.line_every) || r.step == self.total || r.skipped.is_some() {
             let mut line = format!(
                 "step {:>5}/{} | loss {:.4} | grad {:.3} | lr {:.2e} | {:.0} tok/s",
                 r.step, self.total, r.loss, r.grad_norm, r.lr, tps
