@@ -47,6 +47,33 @@ pub enum Command {
     /// `data.env`, evaluations generate greedy answers to held-out examples and report the
     /// environment's mean reward.
     Sft(SftArgs),
+    /// The RL trainer role: one optimizer step per batch the orchestrator writes.
+    ///
+    /// Waits for OUTPUT/rollouts/step_N/rank_R.json (a `STABLE` file marks the folder complete),
+    /// takes a step with the configured loss ([loss] type = default | ppo_clip | gspo | cispo),
+    /// appends to OUTPUT/metrics.jsonl (loss, entropy, mismatch_kl, masked fractions, grad norm,
+    /// lr, tokens/s), and writes OUTPUT/weights/step_N/ then its `STABLE` marker. `temper rl`
+    /// starts it for you; run it alone for multi-node jobs.
+    Trainer(TrainerArgs),
+}
+
+/// `temper trainer`.
+#[derive(Debug, Args)]
+pub struct TrainerArgs {
+    /// The TOML config (sections [model], [optim], [schedule], [loss], [trainer], [output]).
+    pub config: PathBuf,
+
+    /// Override a config value, e.g. `--set loss.type=ppo_clip` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Continue from the newest complete trainer checkpoint of output.dir.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Device to train on: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// `temper sft`.

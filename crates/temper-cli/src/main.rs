@@ -43,7 +43,10 @@ fn main() -> ExitCode {
         temper_sandbox::isolation::helper_main(&raw[2..]);
     }
     let cli = args::Cli::parse();
-    if matches!(cli.command, args::Command::Inference(_) | args::Command::Sft(_)) {
+    if matches!(
+        cli.command,
+        args::Command::Inference(_) | args::Command::Sft(_) | args::Command::Trainer(_)
+    ) {
         pin_tensor_threads();
     }
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)

@@ -8,11 +8,13 @@
 //! Every top-level record that is written to disk or sent between processes carries
 //! [`SCHEMA_VERSION`] so a reader can refuse data it does not understand.
 
+pub mod batch;
 pub mod chat;
 pub mod exec;
 pub mod rollout;
 pub mod sampling;
 
+pub use batch::{TrainBatch, TrainSample};
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
 pub use exec::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
 pub use rollout::{Rollout, RolloutError, StopReason, Timings, TokenTrace};

@@ -151,3 +151,63 @@ impl Collective for InProcess {
         Ok(())
     }
 }
+
+/// Where this process sits in a multi-process job, from the usual variables: `RANK`,
+/// `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (torchrun's), or Slurm's `SLURM_PROCID`,
+/// `SLURM_NTASKS` (with `MASTER_ADDR`/`MASTER_PORT` when set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// This process's rank.
+    pub rank: usize,
+    /// Number of processes.
+    pub world_size: usize,
+    /// Address and port of rank 0's rendezvous, when given.
+    pub master: Option<(String, u16)>,
+}
+
+impl Placement {
+    /// Reads the placement through `var` (`std::env::var` in the binary; a map in tests).
+    /// Without any of the variables, a single process.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let num = |name: &str| -> Result<Option<usize>, String> {
+            match var(name) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| format!("{name}={v:?} is not a non-negative integer")),
+            }
+        };
+        let (rank, world, source) = match (num("RANK")?, num("WORLD_SIZE")?) {
+            (Some(r), Some(w)) => (r, w, "RANK/WORLD_SIZE"),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err("set both RANK and WORLD_SIZE, or neither".into());
+            }
+            (None, None) => match (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
+                (Some(r), Some(w)) => (r, w, "SLURM_PROCID/SLURM_NTASKS"),
+                _ => (0, 1, "default"),
+            },
+        };
+        if world == 0 || rank >= world {
+            return Err(format!("{source}: rank {rank} is not below world size {world}"));
+        }
+        let master = match (var("MASTER_ADDR"), var("MASTER_PORT")) {
+            (Some(addr), Some(port)) => {
+                let port = port
+                    .trim()
+                    .parse::<u16>()
+                    .map_err(|_| format!("MASTER_PORT={port:?} is not a port number"))?;
+                Some((addr, port))
+            }
+            (None, None) => None,
+            _ => return Err("set both MASTER_ADDR and MASTER_PORT, or neither".into()),
+        };
+        if world > 1 && master.is_none() {
+            return Err(format!(
+                "{source} says {world} processes but MASTER_ADDR/MASTER_PORT are not set"
+            ));
+        }
+        Ok(Self { rank, world_size: world, master })
+    }
+}

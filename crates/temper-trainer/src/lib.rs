@@ -7,6 +7,7 @@
 //! - [`grad`]: forward and backward over a packed micro-batch, optionally recomputing blocks.
 //! - [`step`]: one optimizer step over micro-batches and ranks ([`Trainer`]).
 //! - [`sft`]: the `temper sft` loop; [`data`] and [`pack`] prepare its batches.
+//! - [`rl`]: the RL trainer role (`temper trainer`), fed batches through the run directory.
 //! - [`checkpoint`]: saving and resuming.
 //! - [`collective`]: summing across data-parallel ranks.
 
@@ -18,6 +19,7 @@ pub mod loss;
 pub mod optim;
 pub mod pack;
 pub mod policy;
+pub mod rl;
 pub mod sft;
 pub mod step;
 

@@ -9,6 +9,7 @@ mod sandbox;
 mod sandbox_bench;
 mod settings;
 mod sft;
+mod trainer;
 mod verify;
 
 use crate::args::Command;
@@ -22,5 +23,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Sandbox(command) => sandbox::run(command).await,
         Command::Inference(command) => inference::run(command).await,
         Command::Sft(args) => sft::run(args).await,
+        Command::Trainer(args) => trainer::run(args).await,
     }
 }

@@ -2,6 +2,7 @@
 
 mod loss;
 mod optim;
+mod rl;
 mod train;
 
 use candle_core::{DType, Tensor};

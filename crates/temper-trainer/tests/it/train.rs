@@ -386,3 +386,45 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
     let kept = temper_trainer::checkpoint::list(&b.path().join("run/checkpoints")).unwrap();
     assert_eq!(kept, [6, 8]);
 }
+
+#[test]
+fn placement_comes_from_torchrun_or_slurm_variables() {
+    use std::collections::HashMap;
+    use temper_trainer::collective::Placement;
+    let read = |pairs: &[(&str, &str)]| {
+        let m: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Placement::from_vars(move |k| m.get(k).cloned())
+    };
+    assert_eq!(read(&[]).unwrap(), Placement { rank: 0, world_size: 1, master: None });
+    let p = read(&[
+        ("RANK", "3"),
+        ("WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "n0"),
+        ("MASTER_PORT", "29500"),
+    ])
+    .unwrap();
+    assert_eq!((p.rank, p.world_size, p.master), (3, 4, Some(("n0".into(), 29500))));
+    let p = read(&[
+        ("SLURM_PROCID", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("MASTER_ADDR", "n0"),
+        ("MASTER_PORT", "1"),
+    ])
+    .unwrap();
+    assert_eq!((p.rank, p.world_size), (1, 2));
+    // torchrun's variables win over Slurm's.
+    let p =
+        read(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8")])
+            .unwrap();
+    assert_eq!((p.rank, p.world_size), (0, 1));
+    for bad in [
+        vec![("RANK", "4"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "n0"), ("MASTER_PORT", "1")],
+        vec![("RANK", "1")],
+        vec![("RANK", "x"), ("WORLD_SIZE", "2")],
+        vec![("RANK", "1"), ("WORLD_SIZE", "2")],
+        vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "n0"), ("MASTER_PORT", "99999")],
+    ] {
+        assert!(read(&bad).is_err(), "{bad:?}");
+    }
+}

@@ -1,0 +1,333 @@
+//! The RL trainer role (`temper trainer CONFIG`): for each step, waits for the orchestrator's
+//! batch (`rollouts/step_N/rank_R.json` under a `STABLE` folder), takes one optimizer step with
+//! the configured policy-gradient loss, writes `metrics.jsonl`, then the new weights
+//! (`weights/step_N/`, safetensors in the Hugging Face layout) followed by their `STABLE` marker,
+//! which the orchestrator watches to update the inference servers.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use temper_protocol::TrainBatch;
+
+use crate::checkpoint::{self, TrainerState};
+use crate::collective::Collective;
+use crate::loss::LossConfig;
+use crate::optim::{OptimConfig, ScheduleConfig};
+use crate::policy::ModelSpec;
+use crate::sft::OutputConfig;
+use crate::step::{RlSequence, StepReport, Trainer};
+use crate::{Policy, TrainError};
+
+/// Name of the marker that says a folder's files are complete.
+pub const STABLE: &str = "STABLE";
+
+/// The RL trainer's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RlTrainerConfig {
+    /// Which model (the same one the inference servers start from).
+    pub model: ModelSpec,
+    /// AdamW (RL default learning rate 1e-6).
+    #[serde(default = "rl_optim")]
+    pub optim: OptimConfig,
+    /// Learning-rate schedule.
+    #[serde(default)]
+    pub schedule: ScheduleConfig,
+    /// The policy-gradient loss.
+    #[serde(default)]
+    pub loss: LossConfig,
+    /// Steps and I/O.
+    #[serde(default)]
+    pub trainer: RoleConfig,
+    /// The run directory (shared with the orchestrator).
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+fn rl_optim() -> OptimConfig {
+    OptimConfig { lr: 1e-6, ..OptimConfig::default() }
+}
+
+/// `[trainer]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoleConfig {
+    /// Optimizer steps (one per batch).
+    pub steps: u64,
+    /// Recompute each block in the backward pass instead of keeping its activations.
+    pub gradient_checkpointing: bool,
+    /// Save a full checkpoint (with optimizer state) every this many steps (0: only at the end).
+    pub checkpoint_every: u64,
+    /// Weight folders to keep (older ones are deleted; the inference servers have loaded them).
+    pub keep_weights: usize,
+    /// Give up waiting for a batch after this many seconds (0: wait forever).
+    pub batch_timeout_s: f64,
+}
+
+impl Default for RoleConfig {
+    fn default() -> Self {
+        Self {
+            steps: 100,
+            gradient_checkpointing: false,
+            checkpoint_every: 10,
+            keep_weights: 3,
+            batch_timeout_s: 0.0,
+        }
+    }
+}
+
+impl RlTrainerConfig {
+    /// Checks every section, naming the field.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        self.model.validate()?;
+        self.optim.validate().map_err(TrainError::Config)?;
+        self.schedule.validate().map_err(TrainError::Config)?;
+        self.loss.validate().map_err(TrainError::Config)?;
+        if self.trainer.steps == 0 {
+            return Err(TrainError::Config("trainer.steps must be > 0".into()));
+        }
+        if !(self.trainer.batch_timeout_s.is_finite() && self.trainer.batch_timeout_s >= 0.0) {
+            return Err(TrainError::Config("trainer.batch_timeout_s must be ≥ 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Folder of the batches of step `step`.
+pub fn batch_dir(run: &Path, step: u64) -> PathBuf {
+    run.join("rollouts").join(format!("step_{step}"))
+}
+
+/// Folder of the weights after step `step`.
+pub fn weights_dir(run: &Path, step: u64) -> PathBuf {
+    run.join("weights").join(format!("step_{step}"))
+}
+
+/// Writes `batch` as rank `batch.rank`'s file of its step (atomically).
+pub fn write_batch(run: &Path, batch: &TrainBatch) -> Result<PathBuf, TrainError> {
+    let dir = batch_dir(run, batch.step);
+    std::fs::create_dir_all(&dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+    let path = dir.join(format!("rank_{}.json", batch.rank));
+    let tmp = dir.join(format!(".rank_{}.json.tmp", batch.rank));
+    let bytes = serde_json::to_vec(batch).map_err(|e| TrainError::Io(e.to_string()))?;
+    std::fs::write(&tmp, bytes).map_err(|e| TrainError::Io(format!("{}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}
+
+/// Marks a folder complete.
+pub fn mark_stable(dir: &Path) -> Result<(), TrainError> {
+    std::fs::write(dir.join(STABLE), b"")
+        .map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
+}
+
+/// What `temper trainer` calls back into.
+pub trait RlHooks {
+    /// Training starts after step `start_step`.
+    fn on_start(&mut self, _start_step: u64, _total: u64) {}
+    /// Waiting for the batch of `step`.
+    fn on_wait(&mut self, _step: u64) {}
+    /// A step finished and its weights are written.
+    fn on_step(&mut self, _report: &StepReport, _weights: &Path) {}
+    /// Stop now (a checkpoint is written first).
+    fn should_stop(&mut self) -> bool {
+        false
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Default)]
+pub struct NoRlHooks;
+impl RlHooks for NoRlHooks {}
+
+fn read_batch(dir: &Path, rank: usize, step: u64) -> Result<TrainBatch, TrainError> {
+    let path = dir.join(format!("rank_{rank}.json"));
+    let bytes =
+        std::fs::read(&path).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+    let batch: TrainBatch = serde_json::from_slice(&bytes)
+        .map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))?;
+    batch.check().map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))?;
+    if batch.step != step || batch.rank as usize != rank {
+        return Err(TrainError::Data(format!(
+            "{}: holds step {} rank {}, expected step {step} rank {rank}",
+            path.display(),
+            batch.step,
+            batch.rank
+        )));
+    }
+    Ok(batch)
+}
+
+fn to_sequences(batch: &TrainBatch) -> Vec<Vec<RlSequence>> {
+    batch
+        .micro_batches
+        .iter()
+        .map(|mb| {
+            mb.iter()
+                .map(|s| RlSequence {
+                    ids: s.token_ids.clone(),
+                    mask: s.loss_mask.iter().map(|&m| m == 1).collect(),
+                    sampling_logprobs: s.sampling_logprobs.clone(),
+                    advantage: s.advantage,
+                    temperature: s.temperature,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RlSummary {
+    /// Steps finished.
+    pub steps: u64,
+    /// Whether the run stopped early (asked to).
+    pub stopped: bool,
+}
+
+/// Runs the RL trainer. On `resume`, continues after the newest complete checkpoint.
+pub fn run(
+    cfg: &RlTrainerConfig,
+    policy: Policy,
+    collective: &dyn Collective,
+    hooks: &mut dyn RlHooks,
+    resume: bool,
+) -> Result<RlSummary, TrainError> {
+    cfg.validate()?;
+    let run = cfg.output.dir.clone();
+    let ckpt_root = run.join("checkpoints").join("trainer");
+    let metrics_path = run.join("metrics.jsonl");
+    let rank = collective.rank();
+    let is_lead = rank == 0;
+    let mut trainer = Trainer::new(
+        policy,
+        cfg.optim,
+        cfg.schedule,
+        cfg.trainer.steps,
+        collective,
+        cfg.trainer.gradient_checkpointing,
+    )?;
+    if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
+        let device = trainer.policy.model.device().clone();
+        let loaded = checkpoint::load(&ckpt_root, step, &device)?;
+        for (name, var) in trainer.policy.model.params() {
+            let t = loaded.model.get(name).ok_or_else(|| {
+                TrainError::Checkpoint(format!("checkpoint step {step} lacks weight `{name}`"))
+            })?;
+            var.set(&t.to_dtype(var.dtype())?)?;
+        }
+        trainer.restore(loaded.optimizer, &loaded.state)?;
+        tracing::info!("trainer resumed from checkpoint step {step}");
+    }
+    hooks.on_start(trainer.step, cfg.trainer.steps);
+    let save_checkpoint = |trainer: &Trainer<'_>| -> Result<(), TrainError> {
+        let state = TrainerState {
+            step: trainer.step,
+            samples_seen: 0,
+            skipped_steps: trainer.skipped_steps,
+            data_seed: 0,
+            optimizer_steps: trainer.optimizer().steps(),
+        };
+        checkpoint::save(
+            &ckpt_root,
+            &state,
+            &trainer.policy.model.tensors(),
+            &trainer.policy.model.config().to_hf_json(),
+            &trainer.optimizer().state_tensors(),
+            2,
+        )?;
+        Ok(())
+    };
+    while trainer.step < cfg.trainer.steps {
+        let step = trainer.step + 1;
+        let dir = batch_dir(&run, step);
+        hooks.on_wait(step);
+        let waited = Instant::now();
+        while !dir.join(STABLE).is_file() {
+            if hooks.should_stop() {
+                if is_lead {
+                    save_checkpoint(&trainer)?;
+                }
+                return Ok(RlSummary { steps: trainer.step, stopped: true });
+            }
+            let limit = cfg.trainer.batch_timeout_s;
+            if limit > 0.0 && waited.elapsed().as_secs_f64() > limit {
+                return Err(TrainError::Data(format!(
+                    "no batch for step {step} in {} after {limit} s",
+                    dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let wait_s = waited.elapsed().as_secs_f64();
+        let batch = read_batch(&dir, rank, step)?;
+        if batch.world_size as usize != collective.world_size() {
+            return Err(TrainError::Data(format!(
+                "the batch of step {step} is for {} ranks; this trainer has {}",
+                batch.world_size,
+                collective.world_size()
+            )));
+        }
+        let seqs = to_sequences(&batch);
+        let mbs: Vec<Vec<&RlSequence>> = seqs.iter().map(|mb| mb.iter().collect()).collect();
+        let report = trainer.rl_step(&mbs, &cfg.loss, batch.total_loss_tokens as f64)?;
+        let weights = weights_dir(&run, step);
+        if is_lead {
+            let st = &report.stats;
+            let n = st.tokens.max(1.0);
+            let line = json!({
+                "step": step,
+                "role": "trainer",
+                "loss/mean": report.loss,
+                "entropy/mean": report.entropy,
+                "mismatch_kl/mean": st.mismatch_kl / n,
+                "masked/high": st.masked_high / n,
+                "masked/low": st.masked_low / n,
+                "clipped/fraction": st.clipped / n,
+                "grad_norm": report.grad_norm,
+                "lr": report.lr,
+                "throughput/tokens_per_s": report.tokens / report.seconds.max(1e-9),
+                "time/step": report.seconds,
+                "time/wait_batch": wait_s,
+                "skipped": report.skipped.is_some(),
+            });
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&metrics_path)
+                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
+            use std::io::Write;
+            writeln!(f, "{line}")
+                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
+            temper_model::weights::save_model(&trainer.policy.model, &weights)?;
+            mark_stable(&weights)?;
+            prune_weights(&run, step, cfg.trainer.keep_weights)?;
+            let last = step == cfg.trainer.steps;
+            let every = cfg.trainer.checkpoint_every;
+            if last || (every > 0 && step.is_multiple_of(every)) {
+                save_checkpoint(&trainer)?;
+            }
+        }
+        hooks.on_step(&report, &weights);
+    }
+    Ok(RlSummary { steps: trainer.step, stopped: false })
+}
+
+fn prune_weights(run: &Path, newest: u64, keep: usize) -> Result<(), TrainError> {
+    if keep == 0 {
+        return Ok(());
+    }
+    let root = run.join("weights");
+    let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name.strip_prefix("step_").and_then(|n| n.parse::<u64>().ok())
+            && n + keep as u64 <= newest
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    Ok(())
+}
