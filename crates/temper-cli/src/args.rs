@@ -59,9 +59,15 @@ pub enum Command {
 
 /// `temper trainer`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct TrainerArgs {
+    /// Benchmarks instead of training.
+    #[command(subcommand)]
+    pub command: Option<TrainerCommand>,
+
     /// The TOML config (sections [model], [optim], [schedule], [loss], [trainer], [output]).
-    pub config: PathBuf,
+    #[arg(required = true)]
+    pub config: Option<PathBuf>,
 
     /// Override a config value, e.g. `--set loss.type=ppo_clip` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -74,6 +80,47 @@ pub struct TrainerArgs {
     /// Device to train on: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+}
+
+/// `temper trainer bench`.
+#[derive(Debug, Subcommand)]
+pub enum TrainerCommand {
+    /// Training tokens/s and peak memory next to PyTorch on the same models, batch and optimizer.
+    ///
+    /// Models: a small Qwen3-shaped model (random weights) and, with --smollm2, SmolLM2-135M.
+    /// Each side runs in its own process (peak memory is per process); temper also runs with
+    /// gradient checkpointing to show the memory it saves. Prints a table and writes JSON.
+    Bench(TrainerBenchArgs),
+}
+
+/// `temper trainer bench`.
+#[derive(Debug, Args)]
+pub struct TrainerBenchArgs {
+    /// SmolLM2-135M (a .gguf file or Hugging Face folder) to include.
+    #[arg(long)]
+    pub smollm2: Option<PathBuf>,
+    /// Python with torch and transformers (`scripts/bench-train` makes one); without it only
+    /// temper is measured.
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 4)]
+    pub batch: usize,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 256)]
+    pub seq_len: usize,
+    /// Measured steps (after one warmup step); the median step time is reported.
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/train.json")]
+    pub output: PathBuf,
+    /// Internal: measure one model in this process and print JSON.
+    #[arg(long, hide = true)]
+    pub worker: Option<PathBuf>,
+    /// Internal: with --worker, recompute blocks in the backward pass.
+    #[arg(long, hide = true)]
+    pub checkpointing: bool,
 }
 
 /// `temper sft`.

@@ -10,6 +10,7 @@ mod sandbox_bench;
 mod settings;
 mod sft;
 mod trainer;
+mod trainer_bench;
 mod verify;
 
 use crate::args::Command;

@@ -9,12 +9,15 @@ use temper_trainer::collective::Placement;
 use temper_trainer::rl::{self, RlHooks, RlTrainerConfig};
 use temper_trainer::{Single, StepReport};
 
-use crate::args::TrainerArgs;
+use crate::args::{TrainerArgs, TrainerCommand};
 
 pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
-    let (cfg, resolved): (RlTrainerConfig, String) =
-        super::settings::load(&args.config, &args.set)?;
-    cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
+    if let Some(TrainerCommand::Bench(bench)) = args.command {
+        return super::trainer_bench::run(bench).await;
+    }
+    let Some(config) = args.config.clone() else { bail!("a config file is required") };
+    let (cfg, resolved): (RlTrainerConfig, String) = super::settings::load(&config, &args.set)?;
+    cfg.validate().with_context(|| format!("invalid config {}", config.display()))?;
     let placement = Placement::from_vars(|k| std::env::var(k).ok())
         .map_err(|e| anyhow::anyhow!("data-parallel placement: {e}"))?;
     if placement.world_size > 1 {

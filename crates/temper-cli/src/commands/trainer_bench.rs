@@ -1,0 +1,223 @@
+//! `temper trainer bench`: training throughput and peak memory next to PyTorch.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use candle_core::{DType, Device};
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use temper_model::{Architecture, ModelConfig, Pretrained, Tokenizer, Transformer, weights};
+use temper_trainer::data::Sample;
+use temper_trainer::optim::{OptimConfig, ScheduleConfig};
+use temper_trainer::{Policy, Single, Trainer};
+
+use crate::args::TrainerBenchArgs;
+
+const LR: f64 = 1e-5;
+const WEIGHT_DECAY: f64 = 0.01;
+const MAX_GRAD_NORM: f64 = 1.0;
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+/// The small Qwen3-shaped model: 4 layers of width 512, 8 query and 4 key/value heads of 64,
+/// MLP 1536, a 32k vocabulary, tied embeddings (≈29M weights).
+fn small_qwen3() -> ModelConfig {
+    let mut c = ModelConfig::tiny(Architecture::Qwen3, 32_000);
+    c.hidden_size = 512;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.head_dim = 64;
+    c.intermediate_size = 1536;
+    c.max_position_embeddings = 4096;
+    c
+}
+
+pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
+    if let Some(spec) = &args.worker {
+        let out = worker(spec, args.checkpointing)?;
+        println!("{out}");
+        return Ok(());
+    }
+    anyhow::ensure!(args.batch > 0 && args.seq_len > 1 && args.steps > 0, "nothing to measure");
+    let tmp = tempfile::tempdir()?;
+    let mut models: Vec<(String, PathBuf)> = Vec::new();
+    let dir = tmp.path().join("qwen3-small");
+    weights::save_model(&Transformer::init_random(small_qwen3(), 0, &Device::Cpu)?, &dir)?;
+    models.push(("qwen3-small (29M)".into(), dir));
+    if let Some(path) = &args.smollm2 {
+        let p = Pretrained::load(path, DType::F32, &Device::Cpu)
+            .with_context(|| format!("cannot load {}", path.display()))?;
+        let dir = tmp.path().join("smollm2");
+        weights::save_model(&p.model, &dir)?;
+        models.push(("SmolLM2-135M".into(), dir));
+    }
+    let exe = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    for (name, dir) in &models {
+        let vocab = weights::load_config(dir)?.vocab_size as u32;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let tokens: Vec<Vec<u32>> = (0..args.batch)
+            .map(|_| (0..args.seq_len).map(|_| rng.random_range(0..vocab)).collect())
+            .collect();
+        let spec = json!({
+            "model_dir": dir, "tokens": tokens, "steps": args.steps, "warmup": 1,
+            "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM,
+        });
+        let spec_path = dir.join("bench-spec.json");
+        std::fs::write(&spec_path, spec.to_string())?;
+        eprintln!("{name}: temper");
+        let ours = run_worker(&exe, &spec_path, false)?;
+        eprintln!("{name}: temper with gradient checkpointing");
+        let ours_ckpt = run_worker(&exe, &spec_path, true)?;
+        let theirs = match &args.python {
+            Some(py) => {
+                eprintln!("{name}: PyTorch");
+                Some(run_torch(py, &spec)?)
+            }
+            None => None,
+        };
+        rows.push(json!({
+            "model": name, "batch": args.batch, "seq_len": args.seq_len,
+            "temper": summarize(&ours, &args),
+            "temper_checkpointing": summarize(&ours_ckpt, &args),
+            "pytorch": theirs.as_ref().map(|t| summarize(t, &args)),
+            "pytorch_version": theirs.as_ref().map(|t| t["torch"].clone()),
+            "first_loss": {"temper": ours["losses"][0], "pytorch": theirs.as_ref().map(|t| t["losses"][0].clone())},
+        }));
+    }
+    println!();
+    println!(
+        "| model | temper tok/s | PyTorch tok/s | ratio | temper peak MB | + checkpointing | PyTorch peak MB | first loss temper / PyTorch |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    for r in &rows {
+        let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+        let ours = f(&r["temper"]["tokens_per_s"]);
+        let theirs = f(&r["pytorch"]["tokens_per_s"]);
+        println!(
+            "| {} | {:.0} | {:.0} | {:.2}× | {:.0} | {:.0} | {:.0} | {:.4} / {:.4} |",
+            r["model"].as_str().unwrap_or(""),
+            ours,
+            theirs,
+            ours / theirs,
+            f(&r["temper"]["peak_rss_mb"]),
+            f(&r["temper_checkpointing"]["peak_rss_mb"]),
+            f(&r["pytorch"]["peak_rss_mb"]),
+            f(&r["first_loss"]["temper"]),
+            f(&r["first_loss"]["pytorch"]),
+        );
+    }
+    let report = json!({
+        "dtype": "f32", "statistic": "median step time", "steps": args.steps,
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "optimizer": {"type": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM},
+        "models": rows,
+    });
+    if let Some(parent) = args.output.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.output, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    println!("\nwrote {}", args.output.display());
+    Ok(())
+}
+
+fn summarize(run: &Value, args: &TrainerBenchArgs) -> Value {
+    let times: Vec<f64> = run["step_seconds"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    let step = median(&times);
+    json!({
+        "median_step_s": step,
+        "tokens_per_s": (args.batch * (args.seq_len - 1)) as f64 / step,
+        "peak_rss_mb": run["peak_rss_mb"],
+    })
+}
+
+fn run_worker(exe: &Path, spec: &Path, checkpointing: bool) -> anyhow::Result<Value> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["trainer", "bench", "--worker"]).arg(spec);
+    if checkpointing {
+        cmd.arg("--checkpointing");
+    }
+    let out = cmd.stderr(Stdio::inherit()).output().context("cannot start the benchmark worker")?;
+    if !out.status.success() {
+        bail!("the benchmark worker failed ({})", out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("the worker printed something other than JSON")
+}
+
+fn run_torch(python: &Path, spec: &Value) -> anyhow::Result<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_train.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    child.stdin.take().context("no stdin")?.write_all(spec.to_string().as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("{} {} failed ({})", python.display(), script.display(), out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("PyTorch printed something other than JSON")
+}
+
+/// Peak resident memory of this process in MB (`VmHWM`).
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn worker(spec_path: &Path, checkpointing: bool) -> anyhow::Result<Value> {
+    let spec: Value = serde_json::from_slice(&std::fs::read(spec_path)?)?;
+    let dir = PathBuf::from(spec["model_dir"].as_str().context("model_dir")?);
+    let model = weights::load_model(&dir, DType::F32, &Device::Cpu)?;
+    let tokens: Vec<Vec<u32>> = serde_json::from_value(spec["tokens"].clone())?;
+    let steps = spec["steps"].as_u64().context("steps")? as usize;
+    let warmup = spec["warmup"].as_u64().context("warmup")? as usize;
+    let policy = Policy { model, tokenizer: Tokenizer::bytes(&[]), template: None };
+    let optim = OptimConfig {
+        lr: LR,
+        weight_decay: WEIGHT_DECAY,
+        max_grad_norm: MAX_GRAD_NORM,
+        ..OptimConfig::default()
+    };
+    let single = Single;
+    let total = (warmup + steps) as u64;
+    let mut trainer =
+        Trainer::new(policy, optim, ScheduleConfig::default(), total, &single, checkpointing)?;
+    let samples: Vec<Sample> = tokens
+        .iter()
+        .map(|t| Sample { ids: t.clone(), mask: (0..t.len()).map(|i| i > 0).collect() })
+        .collect();
+    let loss_tokens: f64 = samples.iter().map(|s| s.loss_tokens() as f64).sum();
+    let mb = vec![samples.iter().collect::<Vec<_>>()];
+    let (mut times, mut losses) = (Vec::new(), Vec::new());
+    for i in 0..warmup + steps {
+        let t0 = std::time::Instant::now();
+        let r = trainer.sft_step(&mb, loss_tokens)?;
+        let dt = t0.elapsed().as_secs_f64();
+        losses.push(r.loss);
+        if i >= warmup {
+            times.push(dt);
+        }
+    }
+    Ok(json!({"step_seconds": times, "losses": losses, "peak_rss_mb": peak_rss_mb()}))
+}
