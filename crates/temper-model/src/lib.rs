@@ -21,7 +21,7 @@ pub mod tokenizer;
 pub mod weights;
 
 mod cache;
-mod init;
+pub mod init;
 mod pretrained;
 mod transformer;
 

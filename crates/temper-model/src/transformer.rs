@@ -280,20 +280,55 @@ impl Transformer {
         self.trainable
     }
 
+    /// The same weights with gradient tracking off, except that the weights named in
+    /// `overrides` are replaced by the given tensors (same shapes), which may carry a gradient
+    /// graph: how adapters such as LoRA (`W + s·B·A`) train while the base stays frozen.
+    pub fn with_overrides(&self, overrides: &BTreeMap<String, Tensor>) -> Result<Self, ModelError> {
+        for (name, t) in overrides {
+            let (_, v) = self
+                .params
+                .iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| ModelError::MissingTensor { name: name.clone() })?;
+            if t.dims() != v.dims() {
+                return Err(ModelError::Shape {
+                    name: name.clone(),
+                    expected: v.dims().to_vec(),
+                    got: t.dims().to_vec(),
+                });
+            }
+        }
+        Self::assemble_with(self.cfg.clone(), self.params.clone(), &self.device, false, overrides)
+    }
+
     fn assemble_as(
         cfg: ModelConfig,
         params: Vec<(String, Var)>,
         device: &Device,
         trainable: bool,
     ) -> Result<Self, ModelError> {
+        Self::assemble_with(cfg, params, device, trainable, &BTreeMap::new())
+    }
+
+    fn assemble_with(
+        cfg: ModelConfig,
+        params: Vec<(String, Var)>,
+        device: &Device,
+        trainable: bool,
+        overrides: &BTreeMap<String, Tensor>,
+    ) -> Result<Self, ModelError> {
         let map: BTreeMap<&str, &Var> = params.iter().map(|(n, v)| (n.as_str(), v)).collect();
-        let take = |v: &Var| if trainable { v.as_tensor().clone() } else { v.as_tensor().detach() };
+        let take = |name: &str, v: &Var| match overrides.get(name) {
+            Some(t) => t.clone(),
+            None if trainable => v.as_tensor().clone(),
+            None => v.as_tensor().detach(),
+        };
         let get = |name: &str| -> Result<Tensor, ModelError> {
             map.get(name)
-                .map(|v| take(v))
+                .map(|v| take(name, v))
                 .ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })
         };
-        let opt = |name: &str| map.get(name).map(|v| take(v));
+        let opt = |name: &str| map.get(name).map(|v| take(name, v));
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
             let p = |name: &str| format!("model.layers.{i}.{name}");

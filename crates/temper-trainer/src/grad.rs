@@ -18,7 +18,18 @@ pub fn loss_and_grads<T>(
     checkpoint: bool,
     loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
 ) -> candle_core::Result<(Vec<Tensor>, T)> {
-    let params = model.params();
+    loss_and_grads_for(model, model.params(), inputs, checkpoint, loss_fn)
+}
+
+/// [`loss_and_grads`] collecting the gradients of `params` (such as LoRA adapters that `model`'s
+/// weights are computed from) instead of the model's own weights.
+pub fn loss_and_grads_for<T>(
+    model: &Transformer,
+    params: &[(String, Var)],
+    inputs: &[&[u32]],
+    checkpoint: bool,
+    loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
+) -> candle_core::Result<(Vec<Tensor>, T)> {
     let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
     let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
     let out = if checkpoint {

@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod collective;
 pub mod data;
 pub mod grad;
+pub mod lora;
 pub mod loss;
 pub mod optim;
 pub mod pack;

@@ -44,6 +44,9 @@ pub struct RlTrainerConfig {
     /// The run directory (shared with the orchestrator).
     #[serde(default)]
     pub output: OutputConfig,
+    /// Train LoRA adapters instead of every weight (merged weights are published).
+    #[serde(default)]
+    pub lora: Option<crate::lora::LoraConfig>,
 }
 
 fn rl_optim() -> OptimConfig {
@@ -209,15 +212,14 @@ pub fn run(
         collective,
         cfg.trainer.gradient_checkpointing,
     )?;
+    if let Some(l) = &cfg.lora {
+        let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
+        trainer = trainer.with_lora(lora)?;
+    }
     if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
         let device = trainer.policy.model.device().clone();
         let loaded = checkpoint::load(&ckpt_root, step, &device)?;
-        for (name, var) in trainer.policy.model.params() {
-            let t = loaded.model.get(name).ok_or_else(|| {
-                TrainError::Checkpoint(format!("checkpoint step {step} lacks weight `{name}`"))
-            })?;
-            var.set(&t.to_dtype(var.dtype())?)?;
-        }
+        trainer.load_trainable(&loaded.model)?;
         trainer.restore(loaded.optimizer, &loaded.state)?;
         tracing::info!("trainer resumed from checkpoint step {step}");
     }
@@ -233,7 +235,7 @@ pub fn run(
         checkpoint::save(
             &ckpt_root,
             &state,
-            &trainer.policy.model.tensors(),
+            &trainer.trainable_tensors(),
             &trainer.policy.model.config().to_hf_json(),
             &trainer.optimizer().state_tensors(),
             2,
@@ -301,7 +303,12 @@ pub fn run(
             use std::io::Write;
             writeln!(f, "{line}")
                 .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
-            temper_model::weights::save_model(&trainer.policy.model, &weights)?;
+            temper_model::weights::save_tensors(
+                &trainer.inference_tensors()?,
+                &trainer.policy.model.config().to_hf_json(),
+                &weights,
+                temper_model::weights::SHARD_BYTES,
+            )?;
             mark_stable(&weights)?;
             prune_weights(&run, step, cfg.trainer.keep_weights)?;
             let last = step == cfg.trainer.steps;

@@ -51,6 +51,9 @@ pub struct SftConfig {
     /// Where the run is written.
     #[serde(default)]
     pub output: OutputConfig,
+    /// Train LoRA adapters instead of every weight.
+    #[serde(default)]
+    pub lora: Option<crate::lora::LoraConfig>,
 }
 
 /// `[data]`.
@@ -490,6 +493,10 @@ pub fn run(
         collective,
         cfg.train.gradient_checkpointing,
     )?;
+    if let Some(l) = &cfg.lora {
+        let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
+        trainer = trainer.with_lora(lora)?;
+    }
     let mut samples_seen = 0u64;
     if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
         let device = trainer.policy.model.device().clone();
@@ -500,12 +507,7 @@ pub fn run(
                 loaded.state.data_seed, cfg.data.shuffle_seed
             )));
         }
-        for (name, var) in trainer.policy.model.params() {
-            let t = loaded.model.get(name).ok_or_else(|| {
-                TrainError::Checkpoint(format!("checkpoint step {step} lacks weight `{name}`"))
-            })?;
-            var.set(&t.to_dtype(var.dtype())?)?;
-        }
+        trainer.load_trainable(&loaded.model)?;
         trainer.restore(loaded.optimizer, &loaded.state)?;
         samples_seen = loaded.state.samples_seen;
         if is_lead {
@@ -547,14 +549,16 @@ pub fn run(
         let last = step == cfg.train.steps;
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
             let mut metrics = BTreeMap::new();
+            let merged = trainer.merged_policy()?;
+            let current = merged.as_ref().unwrap_or(&trainer.policy);
             if !validation.is_empty() {
                 metrics.insert(
                     "eval/loss".to_owned(),
-                    validation_loss(&trainer.policy, &validation, cfg.train.seq_len)?,
+                    validation_loss(current, &validation, cfg.train.seq_len)?,
                 );
             }
             if is_lead {
-                metrics.extend(hooks.evaluate(&trainer.policy, step).map_err(TrainError::Eval)?);
+                metrics.extend(hooks.evaluate(current, step).map_err(TrainError::Eval)?);
                 let mut line = json!({"step": step, "role": "sft"});
                 for (k, v) in &metrics {
                     line[k] = json!(v);
@@ -579,7 +583,7 @@ pub fn run(
             let path = checkpoint::save(
                 &ckpt_root,
                 &state,
-                &trainer.policy.model.tensors(),
+                &trainer.trainable_tensors(),
                 &trainer.policy.model.config().to_hf_json(),
                 &trainer.optimizer().state_tensors(),
                 cfg.checkpoint.keep,
@@ -598,7 +602,7 @@ pub fn run(
     }
     let export_dir = dir.join("final");
     if is_lead {
-        trainer.policy.export(&export_dir)?;
+        trainer.export(&export_dir)?;
     }
     Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir })
 }

@@ -3,12 +3,13 @@
 
 use std::time::Instant;
 
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Tensor, Var};
 use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::data::Sample;
-use crate::grad::{add_into, loss_and_grads};
+use crate::grad::{add_into, loss_and_grads_for};
+use crate::lora::Lora;
 use crate::loss::{self, LossConfig, LossStats, RlTokens};
 use crate::optim::{AdamW, OptimConfig, ScheduleConfig, clip_grads, grad_norm};
 use crate::{Policy, TrainError};
@@ -52,6 +53,7 @@ pub struct Trainer<'c> {
     pub step: u64,
     /// Steps whose update was skipped.
     pub skipped_steps: u64,
+    lora: Option<Lora>,
 }
 
 /// One RL sequence: prompt and completion tokens with what the sampler reported.
@@ -89,7 +91,106 @@ impl<'c> Trainer<'c> {
             checkpointing,
             step: 0,
             skipped_steps: 0,
+            lora: None,
         })
+    }
+
+    /// Trains LoRA adapters instead of the model's weights (which stay frozen); the optimizer
+    /// starts over on the adapters.
+    pub fn with_lora(mut self, lora: Lora) -> Result<Self, TrainError> {
+        self.optimizer = AdamW::new(lora.params(), *self.optimizer.config())?;
+        self.lora = Some(lora);
+        Ok(self)
+    }
+
+    /// The LoRA adapters, when training them.
+    pub fn lora(&self) -> Option<&Lora> {
+        self.lora.as_ref()
+    }
+
+    /// The weights the optimizer trains: the model's, or the LoRA adapters'.
+    pub fn trainable(&self) -> &[(String, Var)] {
+        match &self.lora {
+            Some(l) => l.params(),
+            None => self.policy.model.params(),
+        }
+    }
+
+    /// The trained weights by name (for checkpoints).
+    pub fn trainable_tensors(&self) -> std::collections::BTreeMap<String, Tensor> {
+        self.trainable().iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect()
+    }
+
+    /// Restores trained weights saved by [`Trainer::trainable_tensors`].
+    pub fn load_trainable(
+        &self,
+        tensors: &std::collections::BTreeMap<String, Tensor>,
+    ) -> Result<(), TrainError> {
+        for (name, var) in self.trainable() {
+            let t = tensors.get(name).ok_or_else(|| {
+                TrainError::Checkpoint(format!("the checkpoint lacks weight `{name}`"))
+            })?;
+            var.set(&t.to_dtype(var.dtype())?)?;
+        }
+        Ok(())
+    }
+
+    /// Every weight of the model as inference should see it (adapters merged in).
+    pub fn inference_tensors(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Tensor>, TrainError> {
+        match &self.lora {
+            Some(l) => l.merged_tensors(&self.policy.model),
+            None => Ok(self.policy.model.tensors()),
+        }
+    }
+
+    /// Writes the model for inference to `dir` in the Hugging Face layout (adapters merged in),
+    /// with the tokenizer and chat template; with LoRA, the adapter in the PEFT layout under
+    /// `dir/adapter`.
+    pub fn export(&self, dir: &std::path::Path) -> Result<(), TrainError> {
+        temper_model::weights::save_tensors(
+            &self.inference_tensors()?,
+            &self.policy.model.config().to_hf_json(),
+            dir,
+            temper_model::weights::SHARD_BYTES,
+        )?;
+        self.policy.tokenizer.save(&dir.join("tokenizer.json"))?;
+        if let Some(t) = &self.policy.template {
+            t.save_tokenizer_config(&dir.join("tokenizer_config.json"))?;
+        }
+        if let Some(l) = &self.lora {
+            l.save(&dir.join("adapter"), "..")?;
+        }
+        Ok(())
+    }
+
+    /// With LoRA, a copy of the policy with the adapters merged into its weights (what
+    /// evaluation should run); without, `None` (the policy itself is current).
+    pub fn merged_policy(&self) -> Result<Option<Policy>, TrainError> {
+        let Some(_) = &self.lora else { return Ok(None) };
+        let m = &self.policy.model;
+        let model = temper_model::Transformer::from_tensors(
+            m.config().clone(),
+            self.inference_tensors()?,
+            m.dtype(),
+            m.device(),
+        )?;
+        let template = match &self.policy.template {
+            Some(t) => Some(temper_model::ChatTemplate::new(
+                t.source(),
+                t.bos_token(),
+                t.eos_token(),
+                "chat template",
+            )?),
+            None => None,
+        };
+        Ok(Some(Policy { model, tokenizer: self.policy.tokenizer.clone(), template }))
+    }
+
+    /// With LoRA, the base with the adapters applied (what a step runs instead of the base).
+    fn adapted(&self) -> Result<Option<temper_model::Transformer>, TrainError> {
+        self.lora.as_ref().map(|l| l.apply(&self.policy.model)).transpose()
     }
 
     /// The optimizer (for checkpoints).
@@ -124,6 +225,8 @@ impl<'c> Trainer<'c> {
         total_loss_tokens: f64,
     ) -> Result<StepReport, TrainError> {
         let started = Instant::now();
+        let adapted = self.adapted()?;
+        let model = adapted.as_ref().unwrap_or(&self.policy.model);
         let mut grads = None;
         let mut sums = [0f64; 3]; // loss·N, tokens, entropy
         for mb in micro_batches {
@@ -134,21 +237,26 @@ impl<'c> Trainer<'c> {
             let targets: Vec<u32> = mb.iter().flat_map(|s| s.ids[1..].iter().copied()).collect();
             let mask: Vec<bool> = mb.iter().flat_map(|s| s.mask[1..].iter().copied()).collect();
             let temps = vec![1f32; targets.len()];
-            let (g, (value, entropy)) =
-                loss_and_grads(&self.policy.model, &inputs, self.checkpointing, |logits| {
+            let (g, (value, entropy)) = loss_and_grads_for(
+                model,
+                self.trainable(),
+                &inputs,
+                self.checkpointing,
+                |logits| {
                     let (lp, entropy) =
                         loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
                     let l = loss::sft_loss(&lp, &mask, total_loss_tokens)?;
                     let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                     Ok((l, (v, entropy)))
-                })?;
+                },
+            )?;
             add_into(&mut grads, g)?;
             sums[0] += value * total_loss_tokens.max(1.0);
             sums[1] += targets.len() as f64;
             sums[2] += entropy;
         }
-        let report = self.finish(grads, sums, total_loss_tokens, LossStats::default(), started)?;
-        Ok(report)
+        drop(adapted);
+        self.finish(grads, sums, total_loss_tokens, LossStats::default(), started)
     }
 
     /// One RL step over this rank's micro-batches with the loss `cfg`; `total_loss_tokens`
@@ -160,6 +268,8 @@ impl<'c> Trainer<'c> {
         total_loss_tokens: f64,
     ) -> Result<StepReport, TrainError> {
         let started = Instant::now();
+        let adapted = self.adapted()?;
+        let model = adapted.as_ref().unwrap_or(&self.policy.model);
         let mut grads = None;
         let mut sums = [0f64; 3];
         let mut stats = LossStats::default();
@@ -188,20 +298,26 @@ impl<'c> Trainer<'c> {
                 loss_mask: &mask,
                 sequence: &seq,
             };
-            let (g, (value, entropy, st)) =
-                loss_and_grads(&self.policy.model, &inputs, self.checkpointing, |logits| {
+            let (g, (value, entropy, st)) = loss_and_grads_for(
+                model,
+                self.trainable(),
+                &inputs,
+                self.checkpointing,
+                |logits| {
                     let (lp, entropy) =
                         loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
                     let (l, st) = loss::policy_loss(&lp, &tokens, cfg, total_loss_tokens)?;
                     let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
                     Ok((l, (v, entropy, st)))
-                })?;
+                },
+            )?;
             add_into(&mut grads, g)?;
             sums[0] += value * total_loss_tokens.max(1.0);
             sums[1] += targets.len() as f64;
             sums[2] += entropy;
             stats.add(&st);
         }
+        drop(adapted);
         self.finish(grads, sums, total_loss_tokens, stats, started)
     }
 
@@ -216,9 +332,7 @@ impl<'c> Trainer<'c> {
         let mut grads = match grads {
             Some(g) => g,
             None => self
-                .policy
-                .model
-                .params()
+                .trainable()
                 .iter()
                 .map(|(_, p)| p.as_tensor().zeros_like())
                 .collect::<candle_core::Result<Vec<_>>>()?,

@@ -1,5 +1,6 @@
 //! Integration tests of temper-trainer.
 
+mod lora;
 mod loss;
 mod optim;
 mod rl;

@@ -1,0 +1,57 @@
+//! Times the phases of one training step on a small Qwen3-shaped model (forward, loss, backward,
+//! gradient norm, AdamW), to see where a step's time goes. `cargo run --release --example
+//! step_probe -p temper-trainer`.
+#![allow(clippy::print_stdout, reason = "a probe prints its measurements")]
+
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use temper_model::{Architecture, ModelConfig, Transformer};
+use temper_trainer::optim::{AdamW, OptimConfig, grad_norm};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut c = ModelConfig::tiny(Architecture::Qwen3, 32_000);
+    c.hidden_size = 512;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.head_dim = 64;
+    c.intermediate_size = 1536;
+    c.max_position_embeddings = 4096;
+    let model = Transformer::init_random(c, 0, &Device::Cpu)?;
+    let seqs: Vec<Vec<u32>> =
+        (0..4).map(|s| (0..256).map(|i| ((i * 7919 + s * 13) % 32000) as u32).collect()).collect();
+    let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..255]).collect();
+    let targets: Vec<u32> = seqs.iter().flat_map(|s| s[1..].iter().copied()).collect();
+    let mut opt = AdamW::new(model.params(), OptimConfig::default())?;
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let logits = model.forward_packed(&inputs)?;
+        let t1 = Instant::now();
+        let ids = Tensor::from_vec(targets.clone(), targets.len(), &Device::Cpu)?;
+        let lp = temper_model::ops::token_logprobs(&logits, &ids)?;
+        let loss = (lp.sum_all()?.neg()? / targets.len() as f64)?;
+        let t2 = Instant::now();
+        let grads = loss.backward()?;
+        let t3 = Instant::now();
+        let g: Vec<Tensor> = model
+            .params()
+            .iter()
+            .map(|(_, p)| grads.get(p.as_tensor()).cloned().ok_or("missing grad"))
+            .collect::<Result<_, _>>()?;
+        let norm = grad_norm(&g)?;
+        let t4 = Instant::now();
+        opt.step(&g, 1e-5)?;
+        let t5 = Instant::now();
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        println!(
+            "round {round}: forward {:.0} ms, loss {:.0} ms, backward {:.0} ms, grad norm {:.0} ms ({norm:.3}), adamw {:.0} ms",
+            ms(t0, t1),
+            ms(t1, t2),
+            ms(t2, t3),
+            ms(t3, t4),
+            ms(t4, t5)
+        );
+    }
+    Ok(())
+}
