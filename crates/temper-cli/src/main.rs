@@ -16,23 +16,37 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// candle asks for its thread count before every matrix product and, unless `RAYON_NUM_THREADS`
-/// is set, parses `/proc/cpuinfo` to answer (≈20% of a small decode step). Commands that run
-/// models therefore start over once with it set (setting it in this process would need
-/// `unsafe`). Nothing happens when it is set already or the exec fails.
+/// glibc's allocator settings for tensor work: keep freed memory in the process (no trimming,
+/// heap grown in 1 GiB steps) and serve blocks up to 32 MiB from the heap, instead of mapping
+/// fresh zeroed pages from the kernel for every large tensor. Measured on a training step of a
+/// 29M-parameter model: kernel time 7.8 s → 2.6 s over three steps, the step 3.9 s → 3.0 s.
+const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=1073741824";
+
+/// Commands that run models start over once with their environment set: candle asks for its
+/// thread count before every matrix product and, unless `RAYON_NUM_THREADS` is set, parses
+/// `/proc/cpuinfo` to answer (≈20% of a small decode step); and glibc reads its allocator
+/// tunables only at start ([`MALLOC_TUNABLES`]). Setting either in this process would need
+/// `unsafe`. Nothing happens when both are set already or the exec fails.
 fn pin_tensor_threads() {
     use std::os::unix::process::CommandExt;
-    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+    let threads_set = std::env::var_os("RAYON_NUM_THREADS").is_some();
+    let malloc_set = std::env::var_os("GLIBC_TUNABLES").is_some();
+    if threads_set && malloc_set {
         return;
     }
     let (Ok(exe), Ok(n)) = (std::env::current_exe(), std::thread::available_parallelism()) else {
         return;
     };
-    let err = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("RAYON_NUM_THREADS", n.to_string())
-        .exec();
-    tracing::debug!("could not start over with RAYON_NUM_THREADS set: {err}");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1));
+    if !threads_set {
+        cmd.env("RAYON_NUM_THREADS", n.to_string());
+    }
+    if !malloc_set {
+        cmd.env("GLIBC_TUNABLES", MALLOC_TUNABLES);
+    }
+    let err = cmd.exec();
+    tracing::debug!("could not start over with the tensor environment set: {err}");
 }
 
 fn main() -> ExitCode {
