@@ -154,3 +154,97 @@ pub fn matmul_wt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
         x.matmul(&w.t()?)
     }
 }
+
+/// Log-softmax over the last dimension of a `[n, v]` f32 tensor in one pass per row (vocabulary-
+/// sized rows: the composed version allocates four `[n, v]` tensors forward and as many backward).
+/// Backward: `dx = g − exp(y) · Σ g` per row, itself one fused pass.
+struct LogSoftmax;
+
+/// Rows per parallel task.
+const SOFTMAX_ROWS_PER_TASK: usize = 4;
+
+impl candle_core::CustomOp1 for LogSoftmax {
+    fn name(&self) -> &'static str {
+        "log-softmax-rows"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(x) = s else { candle_core::bail!("log-softmax-rows takes f32") };
+        let Some((start, end)) = l.contiguous_offsets() else {
+            candle_core::bail!("log-softmax-rows takes a contiguous tensor");
+        };
+        let (n, v) = l.shape().dims2()?;
+        let x = &x[start..end];
+        let mut y = vec![0f32; n * v];
+        y.par_chunks_mut(SOFTMAX_ROWS_PER_TASK * v).enumerate().for_each(|(task, dst)| {
+            let first = task * SOFTMAX_ROWS_PER_TASK;
+            for (r, out) in dst.chunks_exact_mut(v).enumerate() {
+                let row = &x[(first + r) * v..(first + r + 1) * v];
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let sum: f32 = row.iter().map(|&a| (a - max).exp()).sum();
+                let shift = max + sum.ln();
+                for (o, &a) in out.iter_mut().zip(row) {
+                    *o = a - shift;
+                }
+            }
+        });
+        Ok((CpuStorage::F32(y), l.shape().clone()))
+    }
+
+    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(res.contiguous()?.apply_op2(&grad.contiguous()?, LogSoftmaxBackward)?))
+    }
+}
+
+/// `(y, g) ↦ g − exp(y) · Σ_row g`: the gradient of [`LogSoftmax`].
+struct LogSoftmaxBackward;
+
+impl CustomOp2 for LogSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "log-softmax-rows-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(y), CpuStorage::F32(g)) = (s1, s2) else {
+            candle_core::bail!("log-softmax-rows-backward takes f32");
+        };
+        let (Some((ys, ye)), Some((gs, ge))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("log-softmax-rows-backward takes contiguous tensors");
+        };
+        let (n, v) = l1.shape().dims2()?;
+        if l2.shape().dims2()? != (n, v) {
+            candle_core::bail!("log-softmax-rows-backward: shapes differ");
+        }
+        let (y, g) = (&y[ys..ye], &g[gs..ge]);
+        let mut dx = vec![0f32; n * v];
+        dx.par_chunks_mut(SOFTMAX_ROWS_PER_TASK * v).enumerate().for_each(|(task, dst)| {
+            let first = task * SOFTMAX_ROWS_PER_TASK;
+            for (r, out) in dst.chunks_exact_mut(v).enumerate() {
+                let at = (first + r) * v;
+                let (yr, gr) = (&y[at..at + v], &g[at..at + v]);
+                let total: f32 = gr.iter().sum();
+                for ((o, &a), &b) in out.iter_mut().zip(yr).zip(gr) {
+                    *o = b - a.exp() * total;
+                }
+            }
+        });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// Log-softmax over the last dimension of a 2-D f32 CPU tensor with the fused kernel; `None`
+/// for anything else (the caller composes it from primitives).
+pub fn log_softmax_rows(x: &Tensor) -> Result<Option<Tensor>> {
+    if x.device().is_cpu() && x.dtype() == DType::F32 && x.rank() == 2 {
+        Ok(Some(x.contiguous()?.apply_op1(LogSoftmax)?))
+    } else {
+        Ok(None)
+    }
+}

@@ -17,8 +17,19 @@ pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     e.broadcast_div(&sum)
 }
 
-/// `log softmax` over the last dimension: `x - max - log(sum(exp(x - max)))`.
+/// `log softmax` over the last dimension: `x - max - log(sum(exp(x - max)))`. A 2-D f32 tensor
+/// on the CPU (logits) goes through the fused kernel of [`crate::kernels`], whose backward is
+/// written out; everything else is composed from differentiable primitives.
 pub fn log_softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+    if let Some(y) = crate::kernels::log_softmax_rows(x)? {
+        return Ok(y);
+    }
+    log_softmax_composed(x)
+}
+
+/// [`log_softmax_last_dim`] from primitives only (the reference the fused kernel is tested
+/// against).
+pub fn log_softmax_composed(x: &Tensor) -> Result<Tensor> {
     let max = x.max_keepdim(D::Minus1)?.detach();
     let shifted = x.broadcast_sub(&max)?;
     let log_sum = shifted.exp()?.sum_keepdim(D::Minus1)?.log()?;

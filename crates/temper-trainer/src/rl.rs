@@ -295,14 +295,7 @@ pub fn run(
                 "time/wait_batch": wait_s,
                 "skipped": report.skipped.is_some(),
             });
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&metrics_path)
-                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
-            use std::io::Write;
-            writeln!(f, "{line}")
-                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
+            crate::sft::append_metrics(&metrics_path, &line)?;
             temper_model::weights::save_tensors(
                 &trainer.inference_tensors()?,
                 &trainer.policy.model.config().to_hf_json(),

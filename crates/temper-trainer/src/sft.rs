@@ -432,7 +432,8 @@ pub fn validation_loss(
     Ok(total / count.max(1.0))
 }
 
-fn append_metrics(path: &Path, v: &Value) -> Result<(), TrainError> {
+/// Appends one JSON line to `metrics.jsonl`.
+pub(crate) fn append_metrics(path: &Path, v: &Value) -> Result<(), TrainError> {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -209,12 +209,18 @@ fn run_transformers(
     prompts: &[Vec<u32>],
     args: &InferenceBenchArgs,
 ) -> anyhow::Result<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_transformers.py");
     let spec = json!({
         "model_dir": model_dir, "batches": args.batches, "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens, "repeats": args.repeats, "prompts": prompts,
     });
     eprintln!("running transformers with {}", python.display());
+    run_python_json(python, "bench_transformers.py", &spec)
+}
+
+/// Runs `scripts/<script>` with `python`, the JSON `spec` on its stdin, and parses the JSON it
+/// prints (the benchmarks' PyTorch sides).
+pub fn run_python_json(python: &Path, script: &str, spec: &Value) -> anyhow::Result<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(script);
     let mut child = Command::new(python)
         .arg(&script)
         .stdin(Stdio::piped())
@@ -227,5 +233,6 @@ fn run_transformers(
     if !out.status.success() {
         bail!("{} {} failed ({})", python.display(), script.display(), out.status);
     }
-    serde_json::from_slice(&out.stdout).context("transformers printed something other than JSON")
+    serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("{} printed something other than JSON", script.display()))
 }

@@ -1,6 +1,5 @@
 //! `temper trainer bench`: training throughput and peak memory next to PyTorch.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -156,20 +155,7 @@ fn run_worker(exe: &Path, spec: &Path, checkpointing: bool) -> anyhow::Result<Va
 }
 
 fn run_torch(python: &Path, spec: &Value) -> anyhow::Result<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_train.py");
-    let mut child = Command::new(python)
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    child.stdin.take().context("no stdin")?.write_all(spec.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!("{} {} failed ({})", python.display(), script.display(), out.status);
-    }
-    serde_json::from_slice(&out.stdout).context("PyTorch printed something other than JSON")
+    super::inference_bench::run_python_json(python, "bench_train.py", spec)
 }
 
 /// Peak resident memory of this process in MB (`VmHWM`).

@@ -178,3 +178,24 @@ fn causal_attention_matches_naive_loop() {
         }
     }
 }
+
+/// The fused f32 log-softmax kernel (forward and hand-written backward) against the composed
+/// version, whose gradient the finite-difference test above checks in f64.
+#[test]
+fn fused_log_softmax_equals_the_composed_one() {
+    let x64 = (sample(&[5, 300], 7) * 8.0).unwrap();
+    let x = x64.to_dtype(candle_core::DType::F32).unwrap();
+    let w = sample(&[5, 300], 8).to_dtype(candle_core::DType::F32).unwrap();
+    let run = |f: &dyn Fn(&Tensor) -> Result<Tensor>| {
+        let v = Var::from_tensor(&x).unwrap();
+        let y = f(v.as_tensor()).unwrap();
+        let g = (&y * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        (ops::to_f64_vec(&y).unwrap(), ops::to_f64_vec(g.get(v.as_tensor()).unwrap()).unwrap())
+    };
+    let (y_fused, g_fused) = run(&|t| ops::log_softmax_last_dim(t));
+    let (y_ref, g_ref) = run(&|t| ops::log_softmax_composed(t));
+    let worst = |a: &[f64], b: &[f64]| a.iter().zip(b).fold(0f64, |m, (p, q)| m.max((p - q).abs()));
+    assert!(worst(&y_fused, &y_ref) < 1e-5, "forward {}", worst(&y_fused, &y_ref));
+    assert!(worst(&g_fused, &g_ref) < 1e-5, "backward {}", worst(&g_fused, &g_ref));
+    assert!(g_fused.iter().any(|g| g.abs() > 1e-3));
+}
