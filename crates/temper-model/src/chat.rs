@@ -16,7 +16,7 @@ use crate::ModelError;
 const FUEL: u64 = 50_000_000;
 
 /// A compiled chat template with the special-token strings it may refer to.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,

@@ -6,19 +6,11 @@
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use temper_model::{Architecture, ModelConfig, Transformer};
+use temper_model::Transformer;
 use temper_trainer::optim::{AdamW, OptimConfig, grad_norm};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut c = ModelConfig::tiny(Architecture::Qwen3, 32_000);
-    c.hidden_size = 512;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 4;
-    c.head_dim = 64;
-    c.intermediate_size = 1536;
-    c.max_position_embeddings = 4096;
-    let model = Transformer::init_random(c, 0, &Device::Cpu)?;
+    let model = Transformer::init_random(temper_trainer::policy::bench_qwen3(), 0, &Device::Cpu)?;
     let seqs: Vec<Vec<u32>> =
         (0..4).map(|s| (0..256).map(|i| ((i * 7919 + s * 13) % 32000) as u32).collect()).collect();
     let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..255]).collect();

@@ -1,7 +1,7 @@
 //! The model being trained, as a config names it: a pretrained model (Hugging Face folder or
 //! GGUF file) or a small one built from scratch with a byte-level tokenizer.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use candle_core::{DType, Device};
 use serde::{Deserialize, Serialize};
@@ -170,16 +170,16 @@ impl ModelSpec {
     }
 }
 
-impl Policy {
-    /// Writes the model in the Hugging Face layout (`config.json`, safetensors,
-    /// `tokenizer.json`, `tokenizer_config.json` with the chat template), loadable by
-    /// `temper inference serve`, transformers and vLLM.
-    pub fn export(&self, dir: &Path) -> Result<(), TrainError> {
-        temper_model::weights::save_model(&self.model, dir)?;
-        self.tokenizer.save(&dir.join("tokenizer.json"))?;
-        if let Some(t) = &self.template {
-            t.save_tokenizer_config(&dir.join("tokenizer_config.json"))?;
-        }
-        Ok(())
-    }
+/// The small Qwen3-shaped model of the training benchmark: 4 layers of width 512, 8 query and 4
+/// key/value heads of 64, MLP 1536, a 32k vocabulary, tied embeddings (≈29M weights).
+pub fn bench_qwen3() -> ModelConfig {
+    let mut c = ModelConfig::tiny(Architecture::Qwen3, 32_000);
+    c.hidden_size = 512;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.head_dim = 64;
+    c.intermediate_size = 1536;
+    c.max_position_embeddings = 4096;
+    c
 }

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use temper_protocol::TrainBatch;
 
-use crate::checkpoint::{self, TrainerState};
 use crate::collective::Collective;
 use crate::loss::LossConfig;
 use crate::optim::{OptimConfig, ScheduleConfig};
@@ -216,32 +215,12 @@ pub fn run(
         let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
         trainer = trainer.with_lora(lora)?;
     }
-    if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
-        let device = trainer.policy.model.device().clone();
-        let loaded = checkpoint::load(&ckpt_root, step, &device)?;
-        trainer.load_trainable(&loaded.model)?;
-        trainer.restore(loaded.optimizer, &loaded.state)?;
-        tracing::info!("trainer resumed from checkpoint step {step}");
+    if resume && let Some(state) = trainer.resume_from(&ckpt_root)? {
+        tracing::info!("trainer resumed from checkpoint step {}", state.step);
     }
     hooks.on_start(trainer.step, cfg.trainer.steps);
-    let save_checkpoint = |trainer: &Trainer<'_>| -> Result<(), TrainError> {
-        let state = TrainerState {
-            step: trainer.step,
-            samples_seen: 0,
-            skipped_steps: trainer.skipped_steps,
-            data_seed: 0,
-            optimizer_steps: trainer.optimizer().steps(),
-        };
-        checkpoint::save(
-            &ckpt_root,
-            &state,
-            &trainer.trainable_tensors(),
-            &trainer.policy.model.config().to_hf_json(),
-            &trainer.optimizer().state_tensors(),
-            2,
-        )?;
-        Ok(())
-    };
+    let save_checkpoint =
+        |trainer: &Trainer<'_>| trainer.save_checkpoint(&ckpt_root, 0, 0, 2).map(drop);
     while trainer.step < cfg.trainer.steps {
         let step = trainer.step + 1;
         let dir = batch_dir(&run, step);

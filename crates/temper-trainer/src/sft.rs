@@ -16,7 +16,6 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::checkpoint::{self, TrainerState};
 use crate::collective::Collective;
 use crate::data::{self, Record, Sample};
 use crate::optim::{OptimConfig, ScheduleConfig};
@@ -499,22 +498,18 @@ pub fn run(
         trainer = trainer.with_lora(lora)?;
     }
     let mut samples_seen = 0u64;
-    if resume && let Some(step) = checkpoint::latest(&ckpt_root)? {
-        let device = trainer.policy.model.device().clone();
-        let loaded = checkpoint::load(&ckpt_root, step, &device)?;
-        if loaded.state.data_seed != cfg.data.shuffle_seed {
+    if resume && let Some(state) = trainer.resume_from(&ckpt_root)? {
+        if state.data_seed != cfg.data.shuffle_seed {
             return Err(TrainError::Checkpoint(format!(
-                "checkpoint step {step} was trained with data.shuffle_seed {}, the config says {}",
-                loaded.state.data_seed, cfg.data.shuffle_seed
+                "checkpoint step {} was trained with data.shuffle_seed {}, the config says {}",
+                state.step, state.data_seed, cfg.data.shuffle_seed
             )));
         }
-        trainer.load_trainable(&loaded.model)?;
-        trainer.restore(loaded.optimizer, &loaded.state)?;
-        samples_seen = loaded.state.samples_seen;
+        samples_seen = state.samples_seen;
         if is_lead {
-            truncate_metrics(&metrics_path, step)?;
+            truncate_metrics(&metrics_path, state.step)?;
         }
-        tracing::info!("resumed from checkpoint step {step}");
+        tracing::info!("resumed from checkpoint step {}", state.step);
     }
     hooks.on_start(trainer.step, cfg.train.steps, &info);
 
@@ -574,19 +569,10 @@ pub fn run(
         let due =
             (cfg.checkpoint.every > 0 && step.is_multiple_of(cfg.checkpoint.every)) || last || stop;
         if is_lead && due {
-            let state = TrainerState {
-                step,
-                samples_seen,
-                skipped_steps: trainer.skipped_steps,
-                data_seed: cfg.data.shuffle_seed,
-                optimizer_steps: trainer.optimizer().steps(),
-            };
-            let path = checkpoint::save(
+            let path = trainer.save_checkpoint(
                 &ckpt_root,
-                &state,
-                &trainer.trainable_tensors(),
-                &trainer.policy.model.config().to_hf_json(),
-                &trainer.optimizer().state_tensors(),
+                samples_seen,
+                cfg.data.shuffle_seed,
                 cfg.checkpoint.keep,
             )?;
             hooks.on_checkpoint(step, &path);

@@ -176,15 +176,7 @@ impl<'c> Trainer<'c> {
             m.dtype(),
             m.device(),
         )?;
-        let template = match &self.policy.template {
-            Some(t) => Some(temper_model::ChatTemplate::new(
-                t.source(),
-                t.bos_token(),
-                t.eos_token(),
-                "chat template",
-            )?),
-            None => None,
-        };
+        let template = self.policy.template.clone();
         Ok(Some(Policy { model, tokenizer: self.policy.tokenizer.clone(), template }))
     }
 
@@ -198,18 +190,48 @@ impl<'c> Trainer<'c> {
         &self.optimizer
     }
 
-    /// Restores optimizer moments and counters from a checkpoint.
-    pub fn restore(
+    /// Loads the newest complete checkpoint under `root` (trained weights, optimizer moments,
+    /// counters) and returns its state, or `None` when there is none.
+    pub fn resume_from(
         &mut self,
-        optimizer: std::collections::BTreeMap<String, Tensor>,
-        state: &crate::checkpoint::TrainerState,
-    ) -> Result<(), TrainError> {
+        root: &std::path::Path,
+    ) -> Result<Option<crate::checkpoint::TrainerState>, TrainError> {
+        let Some(step) = crate::checkpoint::latest(root)? else { return Ok(None) };
+        let device = self.policy.model.device().clone();
+        let loaded = crate::checkpoint::load(root, step, &device)?;
+        self.load_trainable(&loaded.model)?;
         self.optimizer
-            .load_state(optimizer, state.optimizer_steps)
+            .load_state(loaded.optimizer, loaded.state.optimizer_steps)
             .map_err(TrainError::Checkpoint)?;
-        self.step = state.step;
-        self.skipped_steps = state.skipped_steps;
-        Ok(())
+        self.step = loaded.state.step;
+        self.skipped_steps = loaded.state.skipped_steps;
+        Ok(Some(loaded.state))
+    }
+
+    /// Writes a checkpoint of the current step under `root` (keeping the newest `keep`), with
+    /// the data position `samples_seen` and `data_seed`.
+    pub fn save_checkpoint(
+        &self,
+        root: &std::path::Path,
+        samples_seen: u64,
+        data_seed: u64,
+        keep: usize,
+    ) -> Result<std::path::PathBuf, TrainError> {
+        let state = crate::checkpoint::TrainerState {
+            step: self.step,
+            samples_seen,
+            skipped_steps: self.skipped_steps,
+            data_seed,
+            optimizer_steps: self.optimizer.steps(),
+        };
+        crate::checkpoint::save(
+            root,
+            &state,
+            &self.trainable_tensors(),
+            &self.policy.model.config().to_hf_json(),
+            &self.optimizer.state_tensors(),
+            keep,
+        )
     }
 
     /// The learning rate of the next step.

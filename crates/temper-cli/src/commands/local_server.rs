@@ -38,12 +38,7 @@ impl LocalServer {
             model.dtype(),
             model.device(),
         )?;
-        let template = match template {
-            Some(t) => {
-                Some(ChatTemplate::new(t.source(), t.bos_token(), t.eos_token(), "chat template")?)
-            }
-            None => None,
-        };
+        let template = template.cloned();
         let engine = Engine::start(copy, tokenizer.clone(), EngineConfig::default(), version);
         let state = Arc::new(ServerState {
             engine,

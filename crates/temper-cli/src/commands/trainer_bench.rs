@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use candle_core::{DType, Device};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use temper_model::{Architecture, ModelConfig, Pretrained, Tokenizer, Transformer, weights};
+use temper_model::{Pretrained, Tokenizer, Transformer, weights};
 use temper_trainer::data::Sample;
 use temper_trainer::optim::{OptimConfig, ScheduleConfig};
 use temper_trainer::{Policy, Single, Trainer};
@@ -24,20 +24,6 @@ fn median(v: &[f64]) -> f64 {
     if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
 }
 
-/// The small Qwen3-shaped model: 4 layers of width 512, 8 query and 4 key/value heads of 64,
-/// MLP 1536, a 32k vocabulary, tied embeddings (≈29M weights).
-fn small_qwen3() -> ModelConfig {
-    let mut c = ModelConfig::tiny(Architecture::Qwen3, 32_000);
-    c.hidden_size = 512;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 4;
-    c.head_dim = 64;
-    c.intermediate_size = 1536;
-    c.max_position_embeddings = 4096;
-    c
-}
-
 pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
     if let Some(spec) = &args.worker {
         let out = worker(spec, args.checkpointing)?;
@@ -48,7 +34,10 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let mut models: Vec<(String, PathBuf)> = Vec::new();
     let dir = tmp.path().join("qwen3-small");
-    weights::save_model(&Transformer::init_random(small_qwen3(), 0, &Device::Cpu)?, &dir)?;
+    weights::save_model(
+        &Transformer::init_random(temper_trainer::policy::bench_qwen3(), 0, &Device::Cpu)?,
+        &dir,
+    )?;
     models.push(("qwen3-small (29M)".into(), dir));
     if let Some(path) = &args.smollm2 {
         let p = Pretrained::load(path, DType::F32, &Device::Cpu)
