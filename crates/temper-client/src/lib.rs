@@ -5,11 +5,13 @@
 //! connections — with exponential backoff, honouring `Retry-After`; any other error is returned
 //! at once. [`Limited`] caps the number of requests in flight across every clone that shares it.
 //!
-//! [`sandbox::SandboxClient`] is the `CodeRunner` of a remote `temper sandbox serve`.
+//! [`sandbox::SandboxClient`] is the `CodeRunner` of a remote `temper sandbox serve`;
+//! [`admin::InferenceAdmin`] calls an inference server's weight-update and health routes.
 //!
 //! This crate knows HTTP and the OpenAI JSON shapes; it knows nothing about environments beyond
 //! the `ChatModel` trait, nor about tokenizers or training.
 
+pub mod admin;
 pub mod sandbox;
 
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use temper_envs::{ChatModel, ChatRequest, ModelError, ModelReply};
+use temper_envs::{ChatModel, ChatRequest, ModelError, ModelReply, TurnTokens};
 use temper_protocol::{FinishReason, Message, Role, ToolCall, Usage};
 use tokio::sync::Semaphore;
 
@@ -61,6 +63,7 @@ pub struct OpenAiClient {
     http: reqwest::Client,
     retry: RetryPolicy,
     timeout: Duration,
+    token_ids: bool,
 }
 
 impl OpenAiClient {
@@ -89,7 +92,17 @@ impl OpenAiClient {
             http,
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(600),
+            token_ids: false,
         })
+    }
+
+    /// Asks for token ids and sampling logprobs with every reply (`"logprobs": true,
+    /// "return_token_ids": true`, which `temper inference serve` and vLLM ≥ 0.10.2 understand),
+    /// so replies carry [`ModelReply::tokens`] for training. A reply without them is an error
+    /// then, not a silent untrainable rollout.
+    pub fn with_token_ids(mut self) -> Self {
+        self.token_ids = true;
+        self
     }
 
     /// Sets the retry policy.
@@ -115,6 +128,10 @@ impl OpenAiClient {
         let map = body.as_object_mut().expect("a JSON object literal");
         if !request.tools.is_empty() {
             map.insert("tools".into(), json!(request.tools));
+        }
+        if self.token_ids {
+            map.insert("logprobs".into(), Value::Bool(true));
+            map.insert("return_token_ids".into(), Value::Bool(true));
         }
         let options = [
             ("temperature", s.temperature.map(Value::from)),
@@ -186,7 +203,9 @@ impl OpenAiClient {
                 retry_after,
             ));
         }
-        parse_reply(&bytes).map_err(|message| {
+        let parsed =
+            if self.token_ids { parse_reply_with_tokens(&bytes) } else { parse_reply(&bytes) };
+        parsed.map_err(|message| {
             (ModelError::InvalidReply { url: self.url.clone(), message }, false, None)
         })
     }
@@ -208,6 +227,10 @@ struct Completion {
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<UsageBody>,
+    #[serde(default)]
+    prompt_token_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    policy_version: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -215,6 +238,25 @@ struct Choice {
     message: ReplyMessage,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    token_ids: Option<Vec<u32>>,
+    /// temper's plain list of the sampled tokens' logprobs.
+    #[serde(default)]
+    token_logprobs: Option<Vec<f32>>,
+    /// OpenAI's `{"content": [{"logprob": ...}, ...]}` (what vLLM returns).
+    #[serde(default)]
+    logprobs: Option<ChoiceLogprobs>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceLogprobs {
+    #[serde(default)]
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprob {
+    logprob: f32,
 }
 
 #[derive(Deserialize)]
@@ -239,9 +281,40 @@ struct UsageBody {
 /// as vLLM's reasoning parsers do) is put back in front of the content inside `<think>` tags, so
 /// parsers see what the model wrote.
 pub fn parse_reply(bytes: &[u8]) -> Result<ModelReply, String> {
+    parse_completion(bytes).map(|(reply, _)| reply)
+}
+
+/// [`parse_reply`] for a request that asked for token ids: the reply must carry the prompt's
+/// token ids, the generated ids and one logprob per generated token.
+pub fn parse_reply_with_tokens(bytes: &[u8]) -> Result<ModelReply, String> {
+    let (mut reply, tokens) = parse_completion(bytes)?;
+    let (prompt_ids, completion_ids, logprobs) = tokens;
+    let prompt_ids = prompt_ids.ok_or("the reply has no prompt_token_ids")?;
+    let completion_ids = completion_ids.ok_or("the reply's choice has no token_ids")?;
+    let logprobs = logprobs.ok_or("the reply's choice has no logprobs")?;
+    if logprobs.len() != completion_ids.len() {
+        return Err(format!(
+            "the reply has {} token ids but {} logprobs",
+            completion_ids.len(),
+            logprobs.len()
+        ));
+    }
+    reply.tokens = Some(TurnTokens { prompt_ids, completion_ids, logprobs });
+    Ok(reply)
+}
+
+type ReplyTokens = (Option<Vec<u32>>, Option<Vec<u32>>, Option<Vec<f32>>);
+
+fn parse_completion(bytes: &[u8]) -> Result<(ModelReply, ReplyTokens), String> {
     let completion: Completion =
         serde_json::from_slice(bytes).map_err(|e| format!("not a chat completion: {e}"))?;
+    let policy_version = completion.policy_version;
+    let prompt_ids = completion.prompt_token_ids;
     let choice = completion.choices.into_iter().next().ok_or("the reply has no choices")?;
+    let logprobs = choice.token_logprobs.or_else(|| {
+        choice.logprobs.and_then(|l| l.content).map(|c| c.into_iter().map(|t| t.logprob).collect())
+    });
+    let tokens = (prompt_ids, choice.token_ids, logprobs);
     let mut content = choice.message.content.unwrap_or_default();
     if let Some(reasoning) = choice.message.reasoning_content.filter(|r| !r.is_empty()) {
         content = format!("<think>{reasoning}</think>{content}");
@@ -259,7 +332,7 @@ pub fn parse_reply(bytes: &[u8]) -> Result<ModelReply, String> {
         .unwrap_or_default();
     let message =
         Message { role: Role::Assistant, content, tool_calls, tool_call_id: None, name: None };
-    Ok(ModelReply { message, finish_reason, usage, tokens: None, policy_version: None })
+    Ok((ModelReply { message, finish_reason, usage, tokens: None, policy_version }, tokens))
 }
 
 #[async_trait]
@@ -326,6 +399,34 @@ mod tests {
         assert_eq!(reply.usage, Usage { prompt_tokens: 5, completion_tokens: 7 });
         assert!(parse_reply(b"{\"choices\": []}").expect_err("empty").contains("no choices"));
         assert!(parse_reply(b"<html>").expect_err("html").contains("not a chat completion"));
+    }
+
+    #[test]
+    fn parses_token_ids_in_temper_and_vllm_shapes() {
+        let temper = json!({"choices": [{"message": {"content": "ab"}, "finish_reason": "stop",
+            "token_ids": [5, 6], "token_logprobs": [-0.5, -0.25]}],
+            "prompt_token_ids": [1, 2, 3], "policy_version": 4});
+        let reply = parse_reply_with_tokens(temper.to_string().as_bytes()).expect("temper");
+        let t = reply.tokens.expect("tokens");
+        assert_eq!(
+            (t.prompt_ids, t.completion_ids, t.logprobs),
+            (vec![1, 2, 3], vec![5, 6], vec![-0.5, -0.25])
+        );
+        assert_eq!(reply.policy_version, Some(4));
+        let vllm = json!({"choices": [{"message": {"content": "ab"}, "finish_reason": "length",
+            "token_ids": [5, 6], "logprobs": {"content": [{"token": "a", "logprob": -1.5}, {"token": "b", "logprob": -0.0}]}}],
+            "prompt_token_ids": [1]});
+        let reply = parse_reply_with_tokens(vllm.to_string().as_bytes()).expect("vllm");
+        assert_eq!(reply.tokens.expect("tokens").logprobs, [-1.5, 0.0]);
+        assert_eq!(reply.policy_version, None);
+        let short = json!({"choices": [{"message": {"content": "ab"}, "token_ids": [5, 6], "token_logprobs": [-0.5]}],
+            "prompt_token_ids": [1]});
+        let err = parse_reply_with_tokens(short.to_string().as_bytes()).expect_err("short");
+        assert!(err.contains("2 token ids but 1 logprobs"), "{err}");
+        let none = json!({"choices": [{"message": {"content": "ab"}}]});
+        let err = parse_reply_with_tokens(none.to_string().as_bytes()).expect_err("none");
+        assert!(err.contains("prompt_token_ids"), "{err}");
+        assert!(parse_reply(none.to_string().as_bytes()).expect("plain").tokens.is_none());
     }
 
     #[test]

@@ -11,7 +11,9 @@
 pub mod batch;
 pub mod chat;
 pub mod exec;
+pub mod pack;
 pub mod rollout;
+pub mod run_dir;
 pub mod sampling;
 
 pub use batch::{TrainBatch, TrainSample};

@@ -4,7 +4,7 @@
 //! (`weights/step_N/`, safetensors in the Hugging Face layout) followed by their `STABLE` marker,
 //! which the orchestrator watches to update the inference servers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -19,8 +19,7 @@ use crate::sft::OutputConfig;
 use crate::step::{RlSequence, StepReport, Trainer};
 use crate::{Policy, TrainError};
 
-/// Name of the marker that says a folder's files are complete.
-pub const STABLE: &str = "STABLE";
+pub use temper_protocol::run_dir::{STABLE, batch_dir, weights_dir};
 
 /// The RL trainer's configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,28 +94,6 @@ impl RlTrainerConfig {
         }
         Ok(())
     }
-}
-
-/// Folder of the batches of step `step`.
-pub fn batch_dir(run: &Path, step: u64) -> PathBuf {
-    run.join("rollouts").join(format!("step_{step}"))
-}
-
-/// Folder of the weights after step `step`.
-pub fn weights_dir(run: &Path, step: u64) -> PathBuf {
-    run.join("weights").join(format!("step_{step}"))
-}
-
-/// Writes `batch` as rank `batch.rank`'s file of its step (atomically).
-pub fn write_batch(run: &Path, batch: &TrainBatch) -> Result<PathBuf, TrainError> {
-    let dir = batch_dir(run, batch.step);
-    std::fs::create_dir_all(&dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
-    let path = dir.join(format!("rank_{}.json", batch.rank));
-    let tmp = dir.join(format!(".rank_{}.json.tmp", batch.rank));
-    let bytes = serde_json::to_vec(batch).map_err(|e| TrainError::Io(e.to_string()))?;
-    std::fs::write(&tmp, bytes).map_err(|e| TrainError::Io(format!("{}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, &path).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
-    Ok(path)
 }
 
 /// Marks a folder complete.
@@ -199,8 +176,8 @@ pub fn run(
 ) -> Result<RlSummary, TrainError> {
     cfg.validate()?;
     let run = cfg.output.dir.clone();
-    let ckpt_root = run.join("checkpoints").join("trainer");
-    let metrics_path = run.join("metrics.jsonl");
+    let ckpt_root = temper_protocol::run_dir::checkpoints_dir(&run, "trainer");
+    let metrics_path = temper_protocol::run_dir::metrics_file(&run);
     let rank = collective.rank();
     let is_lead = rank == 0;
     let mut trainer = Trainer::new(
@@ -302,7 +279,7 @@ fn prune_weights(run: &Path, newest: u64, keep: usize) -> Result<(), TrainError>
     let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(n) = name.strip_prefix("step_").and_then(|n| n.parse::<u64>().ok())
+        if let Some(n) = temper_protocol::run_dir::parse_step(&name)
             && n + keep as u64 <= newest
         {
             let _ = std::fs::remove_dir_all(entry.path());

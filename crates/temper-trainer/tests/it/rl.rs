@@ -7,6 +7,13 @@ use temper_trainer::{Policy, Single};
 
 use crate::vals;
 
+/// What the orchestrator does: the batch file, then the folder's STABLE marker.
+fn write_batch(run: &std::path::Path, batch: &TrainBatch) {
+    let path = temper_protocol::run_dir::batch_file(run, batch.step, batch.rank);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_vec(batch).unwrap()).unwrap();
+}
+
 fn config(dir: &std::path::Path) -> RlTrainerConfig {
     toml::from_str(&format!(
         r#"
@@ -84,7 +91,7 @@ fn trainer_role_consumes_batches_and_publishes_weights_in_order() {
         };
         let total = batch.loss_tokens();
         let batch = TrainBatch { total_loss_tokens: total, ..batch };
-        rl::write_batch(&run_dir, &batch).unwrap();
+        write_batch(&run_dir, &batch);
         rl::mark_stable(&rl::batch_dir(&run_dir, step)).unwrap();
     }
     let summary = rl::run(&cfg, policy, &Single, &mut NoRlHooks, false).unwrap();
@@ -133,7 +140,7 @@ fn a_malformed_batch_is_refused_naming_the_field() {
         total_loss_tokens: 2,
         micro_batches: vec![vec![s]],
     };
-    rl::write_batch(&run_dir, &batch).unwrap();
+    write_batch(&run_dir, &batch);
     rl::mark_stable(&rl::batch_dir(&run_dir, 1)).unwrap();
     let err = rl::run(&cfg, policy, &Single, &mut NoRlHooks, false).unwrap_err().to_string();
     assert!(err.contains("micro_batches[0][0]") && err.contains("logprobs"), "{err}");

@@ -1,0 +1,44 @@
+//! The asynchronous RL orchestrator (`temper orchestrator`): samples tasks from environments,
+//! drives rollouts against the inference servers, scores them, computes group advantages, drops
+//! stale and signal-free groups, packs the rest into the trainer's batches (shipped through the
+//! run directory) and keeps the servers on the trainer's newest weights.
+//!
+//! - [`config`]: `[orchestrator]`, `[inference]`, `[[env]]`, `[output]`.
+//! - [`advantage`]: shaped rewards, `grpo` and `rloo` advantages.
+//! - [`batch`]: rollouts → `TrainSample`s → per-rank `TrainBatch`es.
+//! - [`tasks`]: weighted environment draws and per-epoch shuffles, resumable.
+//! - [`servers`]: the inference servers: least-loaded routing with one server per group,
+//!   weight updates to all.
+//! - [`run`]: the loop (gate, sweep, collect, ship) and the weight watcher with evaluation.
+//! - [`metrics`]: `metrics.jsonl` lines and Prometheus gauges.
+//!
+//! It knows environments and HTTP, never tensors: token ids and logprobs come from the servers
+//! and go to the trainer untouched.
+
+pub mod advantage;
+pub mod batch;
+pub mod config;
+pub mod metrics;
+pub mod run;
+pub mod servers;
+pub mod tasks;
+
+pub use config::OrchestratorConfig;
+pub use run::{NoHooks, OrchestratorHooks, Start, Summary, run};
+
+/// Why the orchestrator stopped.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OrchestratorError {
+    /// A setting is invalid; the message names it.
+    #[error("config: {0}")]
+    Config(String),
+    /// Reading or writing the run directory failed.
+    #[error("{0}")]
+    Io(String),
+    /// The inference servers could not load new weights.
+    #[error("weight sync: {0}")]
+    WeightSync(String),
+    /// Rollouts cannot go on.
+    #[error("rollouts: {0}")]
+    Rollouts(String),
+}

@@ -1,0 +1,850 @@
+//! The asynchronous loop of `temper orchestrator`.
+//!
+//! For each trainer step n (1-based; step n turns weights v(n−1) into v(n)):
+//!
+//! 1. **Gate**: wait until the servers hold weights v(n−1−async_level), so sampling runs at most
+//!    `async_level` steps ahead of the trainer. Nothing is dispatched for step n before that.
+//! 2. **Sweep**: a group whose rollouts began on a version older than
+//!    v(n−1−max_off_policy_steps) is dropped, whether queued (the hard guarantee) or still in
+//!    flight (cancelled to save compute). A whole group ages together: its version is the oldest
+//!    its members report.
+//! 3. **Collect**: dispatch groups (`group_size` rollouts of one task, all on one server) while
+//!    under `max_concurrent` rollouts in flight, until `batch_size / group_size` groups are
+//!    usable: rollouts with an error are left out (counted), advantages are computed over the
+//!    rest, and groups with equal rewards are filtered (and replaced, with
+//!    `resample_zero_advantage`).
+//! 4. **Ship**: pack the samples into `rollouts/step_n/rank_R.json`, write `STABLE`, log the
+//!    step's metrics, checkpoint the task position.
+//!
+//! Meanwhile a watcher loads every new `weights/step_k/` (once `STABLE`) on every server and,
+//! when k is due, evaluates it on the held-out split while holding further updates back, so the
+//! score belongs to exactly that version.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use temper_envs::{Environment, LoadOptions, Services, Split};
+use temper_protocol::run_dir::{self, STABLE};
+use temper_protocol::{Rollout, SCHEMA_VERSION, StopReason, TrainSample};
+use tokio::sync::{RwLock, mpsc};
+use tokio::task::JoinSet;
+
+use crate::advantage::{advantages, is_zero_advantage, shaped_reward};
+use crate::batch::{Unusable, build_batches, sample_of};
+use crate::config::{EvalConfig, OrchestratorConfig};
+use crate::servers::Servers;
+use crate::tasks::{TaskEnv, TaskSource, TaskState};
+use crate::{OrchestratorError, metrics};
+
+/// Where to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// From step 1; the run directory must hold no batches yet.
+    Fresh,
+    /// After the newest orchestrator checkpoint.
+    Latest,
+    /// After the checkpoint of exactly this step (0: from the start, keeping nothing).
+    At(u64),
+}
+
+/// What `temper orchestrator` calls back into. Metrics are the objects written to
+/// `metrics.jsonl`.
+pub trait OrchestratorHooks: Send {
+    /// The loop starts after `start_step`.
+    fn on_start(&mut self, _start_step: u64, _total: u64) {}
+    /// A batch was shipped.
+    fn on_step(&mut self, _metrics: &Map<String, Value>) {}
+    /// Servers now serve `version`.
+    fn on_weights(&mut self, _version: u64) {}
+    /// An evaluation finished.
+    fn on_eval(&mut self, _metrics: &Map<String, Value>) {}
+    /// Stop now (each step is checkpointed as it ships).
+    fn should_stop(&mut self) -> bool {
+        false
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Default)]
+pub struct NoHooks;
+impl OrchestratorHooks for NoHooks {}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Batches shipped (the last step number).
+    pub steps: u64,
+    /// Whether it stopped early.
+    pub stopped: bool,
+    /// The last evaluation per key (`eval/<env>/reward/mean`, ...).
+    pub last_eval: Map<String, Value>,
+}
+
+/// The orchestrator's checkpoint: the task position after shipping `step`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrchestratorState {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// The last batch shipped.
+    pub step: u64,
+    /// Where task sampling stands.
+    pub tasks: TaskState,
+}
+
+/// Loads the environments of the config. `services` are shared by every rollout (the code
+/// runner for code environments).
+pub fn load_envs(cfg: &OrchestratorConfig) -> Result<Vec<Arc<Environment>>, OrchestratorError> {
+    cfg.env
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let options = LoadOptions {
+                seed: e.seed,
+                train_size: e.train_size,
+                eval_size: e.eval_size,
+                allow_external: e.allow_unsandboxed_code,
+            };
+            let mut env = temper_envs::load(&e.id, &options)
+                .map_err(|err| OrchestratorError::Config(format!("env[{i}] ({}): {err}", e.id)))?;
+            if let Some(prompt) = &e.system_prompt {
+                env.system_prompt = (!prompt.is_empty()).then(|| prompt.clone());
+            }
+            Ok(Arc::new(env))
+        })
+        .collect()
+}
+
+/// One group of rollouts, scored, with what training needs.
+#[derive(Debug)]
+struct Group {
+    env: usize,
+    /// Oldest policy version among its rollouts.
+    version: u64,
+    rollouts: Vec<Rollout>,
+    /// Per rollout: its advantage, or `None` when it is not trained on (it failed).
+    advantages: Vec<Option<f64>>,
+    /// Rewards carry no signal (or fewer than two rollouts succeeded).
+    zero: bool,
+}
+
+struct Flight {
+    version: u64,
+    handle: tokio::task::AbortHandle,
+}
+
+/// Counters of one step.
+#[derive(Debug, Default)]
+struct StepCounts {
+    stale_groups: u64,
+    stale_rollouts: u64,
+    cancelled_groups: u64,
+    filtered_groups: u64,
+    errors: u64,
+    unusable: BTreeMap<&'static str, u64>,
+}
+
+/// Runs the orchestrator until `steps` batches are shipped and the trainer's last weights are
+/// loaded (and evaluated, when evaluation is on).
+pub async fn run(
+    cfg: &OrchestratorConfig,
+    services: Services,
+    hooks: &mut dyn OrchestratorHooks,
+    start: Start,
+) -> Result<Summary, OrchestratorError> {
+    cfg.validate()?;
+    let o = &cfg.orchestrator;
+    let run = cfg.output.dir.clone();
+    std::fs::create_dir_all(&run).map_err(|e| io(&run, &e))?;
+    let envs = load_envs(cfg)?;
+    let (start_step, task_state) = resume_point(&run, start)?;
+    let mut task_envs = Vec::new();
+    for (env, c) in envs.iter().zip(&cfg.env) {
+        let examples = env
+            .examples(Split::Train)
+            .map_err(|e| OrchestratorError::Config(format!("env {}: {e}", c.id)))?;
+        if examples.is_empty() {
+            return Err(OrchestratorError::Config(format!("env {}: no train examples", c.id)));
+        }
+        task_envs.push(TaskEnv {
+            env: env.clone(),
+            weight: c.weight,
+            examples: Arc::new(examples),
+        });
+    }
+    let mut tasks = TaskSource::new(task_envs, o.seed, task_state);
+    let per_server = o.max_concurrent.div_ceil(cfg.inference.base_urls.len().max(1));
+    let servers = Servers::new(&cfg.inference, per_server)?;
+    servers.wait_healthy(Duration::from_secs_f64(cfg.inference.timeout_s)).await?;
+    let gauges = metrics::Gauges::default();
+    let _metrics_server = match &o.metrics_addr {
+        Some(addr) => Some(metrics::serve(addr, gauges.clone()).await?),
+        None => None,
+    };
+    let metrics_path = run_dir::metrics_file(&run);
+    let services = Arc::new(services);
+
+    // The weight watcher and the evaluations it starts.
+    let loaded = Arc::new(AtomicU64::new(0));
+    let (events_tx, mut events) = mpsc::unbounded_channel::<Event>();
+    let watcher = Watcher {
+        run: run.clone(),
+        servers: servers.clone(),
+        loaded: loaded.clone(),
+        lock: Arc::new(RwLock::new(())),
+        timeout: Duration::from_secs_f64(o.update_timeout_s),
+        eval: o.eval,
+        steps: o.steps,
+        envs: envs.clone(),
+        services: services.clone(),
+        events: events_tx,
+    };
+    if o.eval.every > 0 && start_step == 0 {
+        // The starting point, before any update.
+        let guard = watcher.lock.clone().write_owned().await.downgrade();
+        watcher.spawn_eval(0, guard);
+    }
+    let watcher_task = tokio::spawn(watcher.run());
+
+    hooks.on_start(start_step, o.steps);
+    let needed = o.batch_size / o.group_size;
+    let mut in_flight: JoinSet<Group> = JoinSet::new();
+    let mut flights: BTreeMap<tokio::task::Id, Flight> = BTreeMap::new();
+    let mut queue: VecDeque<Group> = VecDeque::new();
+    let mut last_eval = Map::new();
+    let mut failing_groups = 0u64;
+    let mut last_error: Option<String> = None;
+    let result: Result<(u64, bool), OrchestratorError> = 'outer: {
+        let mut step = start_step;
+        while step < o.steps {
+            step += 1;
+            let step_started = Instant::now();
+            let gate = (step - 1).saturating_sub(o.async_level);
+            let oldest = (step - 1).saturating_sub(o.max_off_policy_steps);
+            // 1. Gate (completions keep arriving meanwhile).
+            while loaded.load(Ordering::SeqCst) < gate {
+                if hooks.should_stop() {
+                    break 'outer Ok((step - 1, true));
+                }
+                if let Err(e) = wait_any(
+                    &mut in_flight,
+                    &mut flights,
+                    &mut queue,
+                    &mut events,
+                    hooks,
+                    &mut last_eval,
+                    &metrics_path,
+                    &gauges,
+                )
+                .await
+                {
+                    break 'outer Err(e);
+                }
+            }
+            let wait_gate_s = step_started.elapsed().as_secs_f64();
+            // 2. Sweep stale work.
+            let mut counts = StepCounts::default();
+            flights.retain(|_, f| {
+                if f.version < oldest {
+                    f.handle.abort();
+                    counts.cancelled_groups += 1;
+                    false
+                } else {
+                    true
+                }
+            });
+            // 3. Collect.
+            let collect_started = Instant::now();
+            let mut chosen: Vec<Group> = Vec::new();
+            let mut filtered: Vec<Group> = Vec::new();
+            let resample = o.advantage.resample_zero_advantage;
+            loop {
+                while chosen.len() < needed
+                    && (resample || chosen.len() + filtered.len() < needed)
+                    && let Some(g) = queue.pop_front()
+                {
+                    if g.version < oldest {
+                        counts.stale_groups += 1;
+                        counts.stale_rollouts += g.rollouts.len() as u64;
+                        continue;
+                    }
+                    counts.errors += g.advantages.iter().filter(|a| a.is_none()).count() as u64;
+                    if g.advantages.iter().all(Option::is_none) {
+                        failing_groups += 1;
+                        last_error = g
+                            .rollouts
+                            .iter()
+                            .find_map(|r| r.error.as_ref())
+                            .map(|e| format!("{}: {}", e.source, e.message));
+                    } else {
+                        failing_groups = 0;
+                    }
+                    if g.zero && o.advantage.filter_zero_advantage {
+                        counts.filtered_groups += 1;
+                        filtered.push(g);
+                    } else {
+                        chosen.push(g);
+                    }
+                }
+                if failing_groups >= MAX_FAILING_GROUPS {
+                    break 'outer Err(OrchestratorError::Rollouts(format!(
+                        "the last {failing_groups} groups failed entirely; last error: {}",
+                        last_error.clone().unwrap_or_default()
+                    )));
+                }
+                let accounted = if resample { chosen.len() } else { chosen.len() + filtered.len() };
+                if chosen.len() >= needed || (accounted >= needed && !chosen.is_empty()) {
+                    break;
+                }
+                // Dispatch what is still missing (counting what is in flight or queued).
+                let coming = flights.len() + queue.len();
+                let mut missing = needed.saturating_sub(accounted).saturating_sub(coming);
+                if missing == 0 && coming == 0 {
+                    missing = 1; // every group so far was filtered: draw another
+                }
+                while missing > 0 && (flights.len() + 1) * o.group_size <= o.max_concurrent {
+                    let (env_index, example) = tasks.next_task();
+                    let env = tasks.envs()[env_index].env.clone();
+                    let version = loaded.load(Ordering::SeqCst);
+                    let lease = servers.lease();
+                    let sampling =
+                        o.sampling.params(Some(o.seed ^ tasks.state().draws.rotate_left(20)));
+                    let services = services.clone();
+                    let (group_size, adv_cfg) = (o.group_size as u32, o.advantage);
+                    let handle = in_flight.spawn(async move {
+                        let rollouts =
+                            env.run_group(&lease, &example, group_size, &sampling, &services).await;
+                        drop(lease);
+                        score_group(env_index, version, rollouts, &adv_cfg)
+                    });
+                    flights.insert(handle.id(), Flight { version, handle });
+                    missing -= 1;
+                }
+                if hooks.should_stop() {
+                    break 'outer Ok((step - 1, true));
+                }
+                if let Err(e) = wait_any(
+                    &mut in_flight,
+                    &mut flights,
+                    &mut queue,
+                    &mut events,
+                    hooks,
+                    &mut last_eval,
+                    &metrics_path,
+                    &gauges,
+                )
+                .await
+                {
+                    break 'outer Err(e);
+                }
+            }
+            let collect_s = collect_started.elapsed().as_secs_f64();
+            // 4. Ship.
+            let ship = Ship {
+                step,
+                o,
+                counts: &counts,
+                wait_gate_s,
+                collect_s,
+                loaded: loaded.load(Ordering::SeqCst),
+            };
+            match ship_step(&run, &ship, &chosen, &filtered, &envs) {
+                Ok(line) => {
+                    if let Err(e) = metrics::append(&metrics_path, &line) {
+                        break 'outer Err(e);
+                    }
+                    gauges.set_all(&line);
+                    hooks.on_step(&line);
+                }
+                Err(e) => break 'outer Err(e),
+            }
+            if let Err(e) = save_state(&run, step, tasks.state()) {
+                break 'outer Err(e);
+            }
+            tracing::debug!("step {step} shipped in {:.2} s", step_started.elapsed().as_secs_f64());
+        }
+        Ok((step, false))
+    };
+    in_flight.abort_all();
+    let (steps, stopped) = match result {
+        Ok(v) => v,
+        Err(e) => {
+            watcher_task.abort();
+            return Err(e);
+        }
+    };
+    // Wait for the trainer's last weights (and their evaluation) unless stopping.
+    if !stopped {
+        let due_eval = o.eval.every > 0;
+        loop {
+            let have = loaded.load(Ordering::SeqCst);
+            let eval_done =
+                !due_eval || last_eval.get("step").and_then(Value::as_u64) == Some(o.steps);
+            if have >= o.steps && eval_done {
+                break;
+            }
+            if hooks.should_stop() {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+                Ok(Some(ev)) => {
+                    if let Err(e) = handle_event(ev, hooks, &mut last_eval, &metrics_path, &gauges)
+                    {
+                        watcher_task.abort();
+                        return Err(e);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+        }
+    }
+    watcher_task.abort();
+    Ok(Summary { steps, stopped, last_eval })
+}
+
+/// Groups in a row whose every rollout failed, after which the run stops (a broken server or
+/// reward function, not bad luck).
+const MAX_FAILING_GROUPS: u64 = 20;
+
+fn score_group(
+    env: usize,
+    dispatched: u64,
+    rollouts: Vec<Rollout>,
+    cfg: &crate::config::AdvantageConfig,
+) -> Group {
+    let version = rollouts.iter().filter_map(|r| r.policy_version).min().unwrap_or(dispatched);
+    let ok: Vec<usize> = (0..rollouts.len()).filter(|&i| rollouts[i].error.is_none()).collect();
+    let rewards: Vec<f64> = ok.iter().map(|&i| shaped_reward(&rollouts[i], cfg)).collect();
+    let adv = advantages(&rewards, cfg);
+    let mut out = vec![None; rollouts.len()];
+    for (k, &i) in ok.iter().enumerate() {
+        out[i] = Some(adv[k]);
+    }
+    let zero = ok.len() < 2 || is_zero_advantage(&rewards);
+    Group { env, version, rollouts, advantages: out, zero }
+}
+
+#[derive(Debug)]
+enum Event {
+    Weights(u64),
+    Eval(Map<String, Value>),
+    Failed(OrchestratorError),
+}
+
+/// Waits for the next finished group or watcher event (at most 100 ms).
+#[expect(clippy::too_many_arguments, reason = "the loop's state, borrowed for one wait")]
+async fn wait_any(
+    in_flight: &mut JoinSet<Group>,
+    flights: &mut BTreeMap<tokio::task::Id, Flight>,
+    queue: &mut VecDeque<Group>,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    hooks: &mut dyn OrchestratorHooks,
+    last_eval: &mut Map<String, Value>,
+    metrics_path: &Path,
+    gauges: &metrics::Gauges,
+) -> Result<(), OrchestratorError> {
+    tokio::select! {
+        Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
+            match done {
+                Ok((id, group)) => {
+                    // A group whose flight was swept as stale is dropped when it lands.
+                    if flights.remove(&id).is_some() {
+                        queue.push_back(group);
+                    }
+                }
+                Err(e) if e.is_cancelled() => {}
+                Err(e) => return Err(OrchestratorError::Rollouts(format!("a rollout task failed: {e}"))),
+            }
+        }
+        Some(ev) = events.recv() => handle_event(ev, hooks, last_eval, metrics_path, gauges)?,
+        () = tokio::time::sleep(Duration::from_millis(100)) => {}
+    }
+    Ok(())
+}
+
+fn handle_event(
+    ev: Event,
+    hooks: &mut dyn OrchestratorHooks,
+    last_eval: &mut Map<String, Value>,
+    metrics_path: &Path,
+    gauges: &metrics::Gauges,
+) -> Result<(), OrchestratorError> {
+    match ev {
+        Event::Weights(v) => hooks.on_weights(v),
+        Event::Eval(line) => {
+            metrics::append(metrics_path, &line)?;
+            gauges.set_all(&line);
+            hooks.on_eval(&line);
+            *last_eval = line;
+        }
+        Event::Failed(e) => return Err(e),
+    }
+    Ok(())
+}
+
+struct Ship<'a> {
+    step: u64,
+    o: &'a crate::config::LoopConfig,
+    counts: &'a StepCounts,
+    wait_gate_s: f64,
+    collect_s: f64,
+    loaded: u64,
+}
+
+/// Writes the batch files and `STABLE`, and returns the step's metrics line.
+fn ship_step(
+    run: &Path,
+    ship: &Ship<'_>,
+    groups: &[Group],
+    filtered: &[Group],
+    envs: &[Arc<Environment>],
+) -> Result<Map<String, Value>, OrchestratorError> {
+    let (o, step) = (ship.o, ship.step);
+    let mut unusable = ship.counts.unusable.clone();
+    let mut samples: Vec<TrainSample> = Vec::new();
+    let mut staleness: Vec<u64> = Vec::new();
+    for g in groups {
+        for (r, a) in g.rollouts.iter().zip(&g.advantages) {
+            let Some(a) = a else { continue };
+            match sample_of(r, *a, o.sampling.temperature, g.version, o.seq_len) {
+                Ok(s) => {
+                    samples.push(s);
+                    staleness.push((step - 1).saturating_sub(g.version));
+                }
+                Err(why) => {
+                    let key = match why {
+                        Unusable::NoTokens => "no_tokens",
+                        Unusable::TooLong => "too_long",
+                        Unusable::NoLossTokens => "no_loss_tokens",
+                    };
+                    *unusable.entry(key).or_default() += 1;
+                }
+            }
+        }
+    }
+    if samples.is_empty() {
+        return Err(OrchestratorError::Rollouts(format!(
+            "step {step}: no rollout can be trained on ({unusable:?}); check that the inference server returns token ids and that seq_len ({}) holds prompt + max_tokens",
+            o.seq_len
+        )));
+    }
+    let batches = build_batches(step, samples, o.seq_len, o.micro_batch_rows, o.world_size);
+    let dir = run_dir::batch_dir(run, step);
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, &e))?;
+    let mut trained_tokens = 0u64;
+    for b in &batches {
+        let path = run_dir::batch_file(run, step, b.rank);
+        let bytes = serde_json::to_vec(b).map_err(|e| OrchestratorError::Io(e.to_string()))?;
+        write_atomic(&path, &bytes)?;
+        trained_tokens +=
+            b.micro_batches.iter().flatten().map(|s| s.token_ids.len() as u64).sum::<u64>();
+    }
+    std::fs::write(dir.join(STABLE), b"").map_err(|e| io(&dir, &e))?;
+
+    // Metrics over every rollout consumed this step (filtered groups included: their rewards are
+    // part of what the policy does).
+    let all: Vec<&Rollout> = groups.iter().chain(filtered).flat_map(|g| &g.rollouts).collect();
+    let n = all.len().max(1) as f64;
+    let rewards: Vec<f64> = all.iter().map(|r| r.reward).collect();
+    let mean = rewards.iter().sum::<f64>() / n;
+    let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let completion_tokens: Vec<f64> =
+        all.iter().map(|r| r.metrics.get("completion_tokens").copied().unwrap_or(0.0)).collect();
+    let truncated = all
+        .iter()
+        .filter(|r| matches!(r.stop_reason, StopReason::Length | StopReason::TokenBudget))
+        .count();
+    let seq_lens: Vec<f64> = all
+        .iter()
+        .filter_map(|r| r.tokens.as_ref())
+        .map(|t| (t.prompt_ids.len() + t.completion_ids.len()) as f64)
+        .collect();
+    let generation_ms: f64 = all.iter().map(|r| r.timings.generation_ms).sum::<f64>() / n;
+    let scoring_ms: f64 = all.iter().map(|r| r.timings.scoring_ms).sum::<f64>() / n;
+    let mut line = Map::new();
+    line.insert("step".into(), json!(step));
+    line.insert("role".into(), json!("orchestrator"));
+    line.insert("reward/mean".into(), json!(mean));
+    line.insert("reward/std".into(), json!(std));
+    let mut per_env: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
+    for g in groups.iter().chain(filtered) {
+        let e = per_env.entry(g.env).or_default();
+        e.0 += g.rollouts.iter().map(|r| r.reward).sum::<f64>();
+        e.1 += g.rollouts.len();
+    }
+    for (env, (sum, count)) in per_env {
+        line.insert(
+            format!("reward/{}/mean", envs[env].info.name),
+            json!(sum / count.max(1) as f64),
+        );
+    }
+    let trained = groups.len();
+    line.insert("samples".into(), json!(staleness.len()));
+    line.insert("groups/trained".into(), json!(trained));
+    line.insert("groups/filtered".into(), json!(ship.counts.filtered_groups));
+    line.insert("groups/stale".into(), json!(ship.counts.stale_groups));
+    line.insert("groups/cancelled".into(), json!(ship.counts.cancelled_groups));
+    line.insert("rollouts/stale".into(), json!(ship.counts.stale_rollouts));
+    line.insert("errors/count".into(), json!(ship.counts.errors));
+    for (k, v) in &unusable {
+        line.insert(format!("dropped/{k}"), json!(v));
+    }
+    line.insert("seq_len/mean".into(), json!(mean_of(&seq_lens)));
+    line.insert("completion_len/mean".into(), json!(mean_of(&completion_tokens)));
+    line.insert("truncated/fraction".into(), json!(truncated as f64 / n));
+    line.insert("off_policy/max".into(), json!(staleness.iter().max().copied().unwrap_or(0)));
+    line.insert(
+        "off_policy/mean".into(),
+        json!(staleness.iter().sum::<u64>() as f64 / staleness.len().max(1) as f64),
+    );
+    line.insert("policy_version".into(), json!(ship.loaded));
+    let generated: f64 = completion_tokens.iter().sum();
+    line.insert("throughput/tokens_per_s".into(), json!(generated / ship.collect_s.max(1e-9)));
+    line.insert("tokens/trained".into(), json!(trained_tokens));
+    line.insert("time/wait_gate".into(), json!(ship.wait_gate_s));
+    line.insert("time/collect".into(), json!(ship.collect_s));
+    line.insert("time/generation_ms".into(), json!(generation_ms));
+    line.insert("time/scoring_ms".into(), json!(scoring_ms));
+    Ok(line)
+}
+
+fn mean_of(v: &[f64]) -> f64 {
+    if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+}
+
+fn io(path: &Path, e: &std::io::Error) -> OrchestratorError {
+    OrchestratorError::Io(format!("{}: {e}", path.display()))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OrchestratorError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, &e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io(path, &e))
+}
+
+fn state_dir(run: &Path) -> PathBuf {
+    run_dir::checkpoints_dir(run, "orchestrator")
+}
+
+/// Orchestrator checkpoints kept (each a few bytes; enough to rewind to any trainer checkpoint).
+const KEEP_STATES: usize = 1000;
+
+fn save_state(run: &Path, step: u64, tasks: &TaskState) -> Result<(), OrchestratorError> {
+    let root = state_dir(run);
+    let dir = root.join(format!("step_{step}"));
+    let tmp = root.join(format!("step_{step}.tmp"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, &e))?;
+    let state = OrchestratorState { schema_version: SCHEMA_VERSION, step, tasks: tasks.clone() };
+    let bytes =
+        serde_json::to_vec_pretty(&state).map_err(|e| OrchestratorError::Io(e.to_string()))?;
+    std::fs::write(tmp.join("state.json"), bytes).map_err(|e| io(&tmp, &e))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&tmp, &dir).map_err(|e| io(&dir, &e))?;
+    let steps = saved_steps(run);
+    for old in steps.iter().rev().skip(KEEP_STATES) {
+        let _ = std::fs::remove_dir_all(root.join(format!("step_{old}")));
+    }
+    Ok(())
+}
+
+/// Steps with a complete orchestrator checkpoint, ascending.
+pub fn saved_steps(run: &Path) -> Vec<u64> {
+    let mut steps: Vec<u64> = std::fs::read_dir(state_dir(run))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| run_dir::parse_step(&e.file_name().to_string_lossy()))
+        .filter(|s| state_dir(run).join(format!("step_{s}")).join("state.json").is_file())
+        .collect();
+    steps.sort_unstable();
+    steps
+}
+
+fn load_state(run: &Path, step: u64) -> Result<OrchestratorState, OrchestratorError> {
+    let path = state_dir(run).join(format!("step_{step}")).join("state.json");
+    let bytes = std::fs::read(&path).map_err(|e| io(&path, &e))?;
+    let state: OrchestratorState = serde_json::from_slice(&bytes)
+        .map_err(|e| OrchestratorError::Io(format!("{}: {e}", path.display())))?;
+    if state.schema_version > SCHEMA_VERSION || state.step != step {
+        return Err(OrchestratorError::Io(format!(
+            "{}: schema {} step {} (expected ≤ {SCHEMA_VERSION}, step {step})",
+            path.display(),
+            state.schema_version,
+            state.step
+        )));
+    }
+    Ok(state)
+}
+
+fn resume_point(run: &Path, start: Start) -> Result<(u64, Option<TaskState>), OrchestratorError> {
+    let step = match start {
+        Start::Fresh => {
+            if run_dir::batch_dir(run, 1).exists() {
+                return Err(OrchestratorError::Config(format!(
+                    "{} already holds batches; resume the run or start in an empty directory",
+                    run.display()
+                )));
+            }
+            return Ok((0, None));
+        }
+        Start::Latest => saved_steps(run).last().copied().unwrap_or(0),
+        Start::At(step) => step,
+    };
+    // Batches after the resume point are re-made from the restored position.
+    if let Ok(entries) = std::fs::read_dir(run.join("rollouts")) {
+        for e in entries.flatten() {
+            if run_dir::parse_step(&e.file_name().to_string_lossy()).is_some_and(|s| s > step) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    if step == 0 {
+        return Ok((0, None));
+    }
+    let state = load_state(run, step)?;
+    Ok((step, Some(state.tasks)))
+}
+
+/// Loads new weights on the servers and evaluates the due versions.
+struct Watcher {
+    run: PathBuf,
+    servers: Servers,
+    loaded: Arc<AtomicU64>,
+    lock: Arc<RwLock<()>>,
+    timeout: Duration,
+    eval: EvalConfig,
+    steps: u64,
+    envs: Vec<Arc<Environment>>,
+    services: Arc<Services>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl Watcher {
+    fn newest_weights(&self) -> Option<u64> {
+        std::fs::read_dir(self.run.join("weights"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| run_dir::parse_step(&e.file_name().to_string_lossy()))
+            .filter(|&s| run_dir::weights_dir(&self.run, s).join(STABLE).is_file())
+            .max()
+    }
+
+    fn due(&self, version: u64) -> bool {
+        self.eval.every > 0 && (version.is_multiple_of(self.eval.every) || version == self.steps)
+    }
+
+    async fn run(self) {
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            let have = self.loaded.load(Ordering::SeqCst);
+            match self.newest_weights() {
+                Some(v) if v > have => {
+                    let guard = self.lock.clone().write_owned().await;
+                    let dir = run_dir::weights_dir(&self.run, v);
+                    match self.servers.update_weights(&dir, v, self.timeout).await {
+                        Ok(()) => {
+                            failing_since = None;
+                            self.loaded.store(v, Ordering::SeqCst);
+                            tracing::info!("servers serve weights v{v}");
+                            let _ = self.events.send(Event::Weights(v));
+                            if self.due(v) {
+                                self.spawn_eval(v, guard.downgrade());
+                            }
+                        }
+                        Err(e) => {
+                            drop(guard);
+                            let since = *failing_since.get_or_insert_with(Instant::now);
+                            tracing::warn!("weight update to v{v} failed: {e}");
+                            if since.elapsed() > self.timeout {
+                                let _ = self.events.send(Event::Failed(e));
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
+                }
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Evaluates `version` on every environment's held-out split; `guard` holds weight updates
+    /// back until it is done.
+    fn spawn_eval(&self, version: u64, guard: tokio::sync::OwnedRwLockReadGuard<()>) {
+        let envs = self.envs.clone();
+        let servers = self.servers.clone();
+        let services = self.services.clone();
+        let eval = self.eval;
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let line = evaluate(&envs, &servers, &services, &eval, version).await;
+            drop(guard);
+            match line {
+                Ok(mut line) => {
+                    line.insert("time/eval".into(), json!(started.elapsed().as_secs_f64()));
+                    let _ = events.send(Event::Eval(line));
+                }
+                Err(e) => {
+                    let _ = events.send(Event::Failed(e));
+                }
+            }
+        });
+    }
+}
+
+/// One evaluation line: `eval/<env>/reward/mean`, `eval/<env>/avg@k`, `eval/<env>/pass@k`.
+async fn evaluate(
+    envs: &[Arc<Environment>],
+    servers: &Servers,
+    services: &Services,
+    eval: &EvalConfig,
+    version: u64,
+) -> Result<Map<String, Value>, OrchestratorError> {
+    let mut line = Map::new();
+    line.insert("step".into(), json!(version));
+    line.insert("role".into(), json!("orchestrator"));
+    let sampling = temper_protocol::SamplingParams {
+        temperature: Some(eval.temperature),
+        seed: Some(version),
+        ..temper_protocol::SamplingParams::default()
+    };
+    let k = eval.rollouts_per_example.max(1);
+    for env in envs {
+        let mut examples = env
+            .examples(Split::Eval)
+            .map_err(|e| OrchestratorError::Config(format!("env {}: {e}", env.info.name)))?;
+        if eval.num_examples > 0 {
+            examples.truncate(eval.num_examples);
+        }
+        let groups = examples.iter().map(|ex| {
+            let lease = servers.lease();
+            let sampling = sampling.clone();
+            async move { env.run_group(&lease, ex, k as u32, &sampling, services).await }
+        });
+        let rollouts: Vec<Rollout> =
+            futures::future::join_all(groups).await.into_iter().flatten().collect();
+        let summary = temper_envs::stats::summarize(&rollouts, k, eval.pass_threshold);
+        let name = &env.info.name;
+        line.insert(format!("eval/{name}/reward/mean"), json!(summary.reward_mean));
+        line.insert(format!("eval/{name}/avg@{k}"), json!(summary.reward_mean));
+        for (kk, p) in &summary.pass_at_k {
+            line.insert(format!("eval/{name}/pass@{kk}"), json!(p));
+        }
+        line.insert(format!("eval/{name}/errors"), json!(summary.errors));
+        let versions: Vec<u64> = rollouts.iter().filter_map(|r| r.policy_version).collect();
+        if let (Some(lo), Some(hi)) = (versions.iter().min(), versions.iter().max())
+            && (*lo != version || *hi != version)
+        {
+            tracing::warn!("evaluation of v{version} saw versions {lo}..={hi}");
+        }
+    }
+    Ok(line)
+}
