@@ -55,6 +55,64 @@ pub enum Command {
     /// lr, tokens/s), and writes OUTPUT/weights/step_N/ then its `STABLE` marker. `temper rl`
     /// starts it for you; run it alone for multi-node jobs.
     Trainer(TrainerArgs),
+    /// The RL orchestrator role: rollouts, advantages and batches for the trainer.
+    ///
+    /// Draws tasks from the [[env]] environments, runs group_size rollouts of each against the
+    /// [inference] servers (token ids and logprobs kept), scores them, computes group advantages,
+    /// drops groups older than max_off_policy_steps and groups without signal, and writes
+    /// OUTPUT/rollouts/step_N/rank_R.json then STABLE for the trainer. It loads each new
+    /// OUTPUT/weights/step_N on every server (POST /update_weights) and evaluates every
+    /// eval.every versions. `temper rl` starts it for you; run it alone for multi-node jobs.
+    Orchestrator(OrchestratorArgs),
+    /// Asynchronous RL from one TOML config: inference, orchestrator and trainer together.
+    ///
+    /// Starts an inference server on the model (unless [inference] base_urls names running
+    /// ones), the orchestrator and the trainer as three processes sharing the run directory
+    /// (output.dir: config.toml, logs/, metrics.jsonl, rollouts/, weights/, checkpoints/), shows
+    /// a line per step and a progress bar, and stops them all if one fails (exit code 1) or on
+    /// Ctrl-C. With [warmup] sft = "FILE", runs that SFT config first when model.path does not
+    /// exist yet. --resume continues from the trainer's newest complete checkpoint.
+    Rl(RlArgs),
+}
+
+/// `temper orchestrator`.
+#[derive(Debug, Args)]
+pub struct OrchestratorArgs {
+    /// The TOML config (sections [orchestrator], [inference], [[env]], [output]).
+    pub config: PathBuf,
+
+    /// Override a config value, e.g. `--set orchestrator.group_size=16` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Continue after the newest orchestrator checkpoint of output.dir.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Continue after the checkpoint of exactly this step (what `temper rl --resume` uses, so
+    /// the orchestrator rewinds to where the trainer's checkpoint stands).
+    #[arg(long, value_name = "STEP", conflicts_with = "resume")]
+    pub resume_step: Option<u64>,
+}
+
+/// `temper rl`.
+#[derive(Debug, Args)]
+pub struct RlArgs {
+    /// The TOML config: [model], [inference], [orchestrator], [[env]], [trainer], [optim],
+    /// [schedule], [loss], [lora], [output], [warmup].
+    pub config: PathBuf,
+
+    /// Override a config value, e.g. `--set trainer.steps=20` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Continue the run in output.dir from the trainer's newest complete checkpoint.
+    #[arg(long, conflicts_with = "clean")]
+    pub resume: bool,
+
+    /// Delete output.dir first if it holds an earlier run.
+    #[arg(long)]
+    pub clean: bool,
 }
 
 /// `temper trainer`.

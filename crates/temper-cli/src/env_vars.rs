@@ -4,3 +4,6 @@
 pub const LOG: &str = "TEMPER_LOG";
 /// Default of `--api-key-var`: the variable holding the model server's API key.
 pub const DEFAULT_API_KEY_VAR: &str = "OPENAI_API_KEY";
+/// Set by `temper rl` on the processes it starts: its pid. A process that finds its parent
+/// changed (the launcher died) exits, so nothing is left running.
+pub const SUPERVISOR_PID: &str = "TEMPER_SUPERVISOR_PID";

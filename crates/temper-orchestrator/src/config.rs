@@ -76,6 +76,12 @@ pub struct LoopConfig {
     pub update_timeout_s: f64,
     /// Serve Prometheus metrics on this address (`host:port`), if set.
     pub metrics_addr: Option<String>,
+    /// A `temper sandbox serve` URL for code rewards and tools (default: a local sandbox when
+    /// running as root).
+    pub sandbox: Option<String>,
+    /// Without a sandbox, run model-written code as plain processes of this user (trusted code
+    /// only).
+    pub allow_unsandboxed_code: bool,
 }
 
 impl Default for LoopConfig {
@@ -96,6 +102,8 @@ impl Default for LoopConfig {
             eval: EvalConfig::default(),
             update_timeout_s: 300.0,
             metrics_addr: None,
+            sandbox: None,
+            allow_unsandboxed_code: false,
         }
     }
 }
@@ -259,9 +267,9 @@ pub struct EnvConfig {
     /// Replace the environment's system prompt (`""` drops it), as the SFT warmup did.
     #[serde(default)]
     pub system_prompt: Option<String>,
-    /// Let the environment run code without a sandbox, or start its external process.
+    /// Let an external environment start its process (it runs unsandboxed, as this user).
     #[serde(default)]
-    pub allow_unsandboxed_code: bool,
+    pub allow_external: bool,
 }
 
 fn one() -> f64 {

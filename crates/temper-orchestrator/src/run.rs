@@ -107,7 +107,7 @@ pub fn load_envs(cfg: &OrchestratorConfig) -> Result<Vec<Arc<Environment>>, Orch
                 seed: e.seed,
                 train_size: e.train_size,
                 eval_size: e.eval_size,
-                allow_external: e.allow_unsandboxed_code,
+                allow_external: e.allow_external,
             };
             let mut env = temper_envs::load(&e.id, &options)
                 .map_err(|err| OrchestratorError::Config(format!("env[{i}] ({}): {err}", e.id)))?;

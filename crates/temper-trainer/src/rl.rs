@@ -194,6 +194,12 @@ pub fn run(
     }
     if resume && let Some(state) = trainer.resume_from(&ckpt_root)? {
         tracing::info!("trainer resumed from checkpoint step {}", state.step);
+        // The servers restart from the base model: publish the resumed weights again if they
+        // were pruned, so the orchestrator can load them.
+        let weights = weights_dir(&run, state.step);
+        if is_lead && !weights.join(STABLE).is_file() {
+            publish_weights(&trainer, &weights)?;
+        }
     }
     hooks.on_start(trainer.step, cfg.trainer.steps);
     let save_checkpoint =
@@ -252,13 +258,7 @@ pub fn run(
                 "skipped": report.skipped.is_some(),
             });
             crate::sft::append_metrics(&metrics_path, &line)?;
-            temper_model::weights::save_tensors(
-                &trainer.inference_tensors()?,
-                &trainer.policy.model.config().to_hf_json(),
-                &weights,
-                temper_model::weights::SHARD_BYTES,
-            )?;
-            mark_stable(&weights)?;
+            publish_weights(&trainer, &weights)?;
             prune_weights(&run, step, cfg.trainer.keep_weights)?;
             let last = step == cfg.trainer.steps;
             let every = cfg.trainer.checkpoint_every;
@@ -269,6 +269,18 @@ pub fn run(
         hooks.on_step(&report, &weights);
     }
     Ok(RlSummary { steps: trainer.step, stopped: false })
+}
+
+/// Writes the weights servers load (merged LoRA included) and then the `STABLE` marker.
+fn publish_weights(trainer: &Trainer<'_>, dir: &Path) -> Result<(), TrainError> {
+    let _ = std::fs::remove_dir_all(dir);
+    temper_model::weights::save_tensors(
+        &trainer.inference_tensors()?,
+        &trainer.policy.model.config().to_hf_json(),
+        dir,
+        temper_model::weights::SHARD_BYTES,
+    )?;
+    mark_stable(dir)
 }
 
 fn prune_weights(run: &Path, newest: u64, keep: usize) -> Result<(), TrainError> {

@@ -111,7 +111,18 @@ async fn code_runner(
     args: &EvalArgs,
 ) -> anyhow::Result<(Option<Arc<dyn CodeRunner>>, Option<String>, Option<temper_sandbox::Sandbox>)>
 {
-    if let Some(url) = &args.sandbox {
+    code_runner_for(args.sandbox.as_deref(), args.allow_unsandboxed_code).await
+}
+
+/// The code runner of a command: a sandbox server at `sandbox`, else a local sandbox, else (with
+/// `allow_unsandboxed`) plain processes, else none (code rewards record errors). Returns it, its
+/// name, and the local sandbox to shut down at the end.
+pub(crate) async fn code_runner_for(
+    sandbox: Option<&str>,
+    allow_unsandboxed: bool,
+) -> anyhow::Result<(Option<Arc<dyn CodeRunner>>, Option<String>, Option<temper_sandbox::Sandbox>)>
+{
+    if let Some(url) = sandbox {
         let client = temper_client::sandbox::SandboxClient::new(url)?;
         return Ok((Some(Arc::new(client)), Some(format!("sandbox server {url}")), None));
     }
@@ -119,7 +130,7 @@ async fn code_runner(
         temper_sandbox::SandboxConfig { pool_size: 4, ..temper_sandbox::SandboxConfig::default() };
     match temper_sandbox::Sandbox::new(cfg).await {
         Ok(sandbox) => Ok((Some(Arc::new(sandbox.clone())), Some("sandbox".into()), Some(sandbox))),
-        Err(e) if args.allow_unsandboxed_code => {
+        Err(e) if allow_unsandboxed => {
             eprintln!(
                 "warning: {e}; --allow-unsandboxed-code: model-written code runs as this user with no isolation"
             );

@@ -5,6 +5,8 @@ mod eval;
 mod inference;
 mod inference_bench;
 mod local_server;
+mod orchestrator;
+mod rl;
 mod sandbox;
 mod sandbox_bench;
 mod settings;
@@ -25,5 +27,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Inference(command) => inference::run(command).await,
         Command::Sft(args) => sft::run(args).await,
         Command::Trainer(args) => trainer::run(args).await,
+        Command::Orchestrator(args) => orchestrator::run(args).await,
+        Command::Rl(args) => rl::run(args).await,
     }
 }

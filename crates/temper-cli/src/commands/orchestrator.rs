@@ -1,0 +1,96 @@
+//! `temper orchestrator CONFIG`: the RL orchestrator role.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use serde_json::{Map, Value};
+use temper_envs::Services;
+use temper_orchestrator::{OrchestratorConfig, OrchestratorHooks, Start};
+
+use crate::args::OrchestratorArgs;
+
+pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
+    let (cfg, resolved): (OrchestratorConfig, String) =
+        super::settings::load(&args.config, &args.set)?;
+    cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
+    let dir = cfg.output.dir.clone();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(dir.join("orchestrator.toml"), &resolved)
+        .with_context(|| format!("cannot write {}", dir.join("orchestrator.toml").display()))?;
+    let o = &cfg.orchestrator;
+    let (code_runner, _, local_sandbox) =
+        super::eval::code_runner_for(o.sandbox.as_deref(), o.allow_unsandboxed_code).await?;
+    let services = Services { code_runner, judge: None };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        });
+    }
+    let start = match (args.resume, args.resume_step) {
+        (_, Some(step)) => Start::At(step),
+        (true, None) => Start::Latest,
+        (false, None) => Start::Fresh,
+    };
+    let mut hooks = Lines { total: o.steps, stop };
+    let result = temper_orchestrator::run(&cfg, services, &mut hooks, start).await;
+    if let Some(sandbox) = local_sandbox {
+        sandbox.shutdown().await;
+    }
+    let summary = result?;
+    if summary.stopped {
+        println!("orchestrator stopped after step {}", summary.steps);
+    } else {
+        println!("orchestrator finished {} steps", summary.steps);
+    }
+    Ok(())
+}
+
+struct Lines {
+    total: u64,
+    stop: Arc<AtomicBool>,
+}
+
+fn num(line: &Map<String, Value>, key: &str) -> f64 {
+    line.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+impl OrchestratorHooks for Lines {
+    fn on_start(&mut self, start: u64, total: u64) {
+        eprintln!("orchestrator: steps {} to {total}", start + 1);
+    }
+    fn on_step(&mut self, l: &Map<String, Value>) {
+        eprintln!(
+            "orchestrator step {:>5}/{} | reward {:.3} ± {:.3} | len {:.0} | truncated {:.2} | off-policy ≤ {} | filtered {} | errors {} | {:.0} tok/s | v{}",
+            num(l, "step"),
+            self.total,
+            num(l, "reward/mean"),
+            num(l, "reward/std"),
+            num(l, "seq_len/mean"),
+            num(l, "truncated/fraction"),
+            num(l, "off_policy/max"),
+            num(l, "groups/filtered"),
+            num(l, "errors/count"),
+            num(l, "throughput/tokens_per_s"),
+            num(l, "policy_version"),
+        );
+    }
+    fn on_weights(&mut self, version: u64) {
+        tracing::info!("inference serves weights v{version}");
+    }
+    fn on_eval(&mut self, l: &Map<String, Value>) {
+        let scores: Vec<String> = l
+            .iter()
+            .filter(|(k, _)| k.starts_with("eval/"))
+            .map(|(k, v)| format!("{} {:.3}", &k[5..], v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        eprintln!("orchestrator eval v{} | {}", num(l, "step"), scores.join(" | "));
+    }
+    fn should_stop(&mut self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
