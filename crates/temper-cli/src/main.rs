@@ -52,14 +52,21 @@ fn pin_tensor_threads() {
 /// Exits when the process that started this one (`temper rl`, named by
 /// [`env_vars::SUPERVISOR_PID`]) is gone: a killed launcher leaves nothing running.
 fn watch_supervisor() {
-    let Some(pid) = std::env::var(env_vars::SUPERVISOR_PID).ok().and_then(|p| p.parse::<u32>().ok())
+    let Some(pid) =
+        std::env::var(env_vars::SUPERVISOR_PID).ok().and_then(|p| p.parse::<u32>().ok())
     else {
         return;
     };
     std::thread::spawn(move || {
         loop {
             if std::os::unix::process::parent_id() != pid {
-                eprintln!("error: the supervising `temper rl` (pid {pid}) is gone; exiting");
+                // stderr may be a pipe nobody reads any more: a failed write must not stop the
+                // exit (eprintln! would panic this thread and leave the process running).
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "error: the supervising `temper rl` (pid {pid}) is gone; exiting"
+                );
                 std::process::exit(1);
             }
             std::thread::sleep(std::time::Duration::from_millis(250));

@@ -24,7 +24,7 @@ pub mod servers;
 pub mod tasks;
 
 pub use config::OrchestratorConfig;
-pub use run::{NoHooks, OrchestratorHooks, Start, Summary, run};
+pub use run::{NoHooks, OrchestratorHooks, Start, Summary, run, run_with_envs};
 
 /// Why the orchestrator stopped.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

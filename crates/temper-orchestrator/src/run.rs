@@ -157,10 +157,30 @@ pub async fn run(
     start: Start,
 ) -> Result<Summary, OrchestratorError> {
     cfg.validate()?;
+    let envs = load_envs(cfg)?;
+    run_with_envs(cfg, envs, services, hooks, start).await
+}
+
+/// [`run`] with the environments already built (one per `[[env]]`, in order; tests pass their
+/// own).
+pub async fn run_with_envs(
+    cfg: &OrchestratorConfig,
+    envs: Vec<Arc<Environment>>,
+    services: Services,
+    hooks: &mut dyn OrchestratorHooks,
+    start: Start,
+) -> Result<Summary, OrchestratorError> {
+    cfg.validate()?;
+    if envs.len() != cfg.env.len() {
+        return Err(OrchestratorError::Config(format!(
+            "{} environments for {} [[env]] entries",
+            envs.len(),
+            cfg.env.len()
+        )));
+    }
     let o = &cfg.orchestrator;
     let run = cfg.output.dir.clone();
     std::fs::create_dir_all(&run).map_err(|e| io(&run, &e))?;
-    let envs = load_envs(cfg)?;
     let (start_step, task_state) = resume_point(&run, start)?;
     let mut task_envs = Vec::new();
     for (env, c) in envs.iter().zip(&cfg.env) {
@@ -686,7 +706,10 @@ fn load_state(run: &Path, step: u64) -> Result<OrchestratorState, OrchestratorEr
 fn resume_point(run: &Path, start: Start) -> Result<(u64, Option<TaskState>), OrchestratorError> {
     let step = match start {
         Start::Fresh => {
-            if run_dir::batch_dir(run, 1).exists() {
+            let has_batches = std::fs::read_dir(run.join("rollouts"))
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false);
+            if has_batches || !saved_steps(run).is_empty() {
                 return Err(OrchestratorError::Config(format!(
                     "{} already holds batches; resume the run or start in an empty directory",
                     run.display()
@@ -736,6 +759,18 @@ impl Watcher {
             .max()
     }
 
+    /// The trainer has consumed every batch up to `version`: keep the last two for inspection.
+    fn prune_batches(&self, version: u64) {
+        let Ok(entries) = std::fs::read_dir(self.run.join("rollouts")) else { return };
+        for e in entries.flatten() {
+            if run_dir::parse_step(&e.file_name().to_string_lossy())
+                .is_some_and(|s| s + 2 <= version)
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+
     fn due(&self, version: u64) -> bool {
         self.eval.every > 0 && (version.is_multiple_of(self.eval.every) || version == self.steps)
     }
@@ -753,6 +788,7 @@ impl Watcher {
                             failing_since = None;
                             self.loaded.store(v, Ordering::SeqCst);
                             tracing::info!("servers serve weights v{v}");
+                            self.prune_batches(v);
                             let _ = self.events.send(Event::Weights(v));
                             if self.due(v) {
                                 self.spawn_eval(v, guard.downgrade());

@@ -28,7 +28,8 @@ use crate::args::RlArgs;
 use crate::env_vars;
 
 /// Sections each role reads; `output` goes to both.
-const TRAINER_SECTIONS: &[&str] = &["model", "optim", "schedule", "loss", "trainer", "lora", "output"];
+const TRAINER_SECTIONS: &[&str] =
+    &["model", "optim", "schedule", "loss", "trainer", "lora", "output"];
 const ORCHESTRATOR_SECTIONS: &[&str] = &["orchestrator", "inference", "env", "output"];
 const OWN_SECTIONS: &[&str] = &["warmup"];
 
@@ -54,23 +55,27 @@ fn plan(path: &Path, sets: &[String]) -> anyhow::Result<Plan> {
             let mut all: Vec<&str> = known.copied().collect();
             all.sort_unstable();
             all.dedup();
-            bail!("{}: unknown section [{key}]; expected one of {}", path.display(), all.join(", "));
+            bail!(
+                "{}: unknown section [{key}]; expected one of {}",
+                path.display(),
+                all.join(", ")
+            );
         }
     }
     let pick = |keys: &[&str]| -> Table {
-        table.iter().filter(|(k, _)| keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+        table
+            .iter()
+            .filter(|(k, _)| keys.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     };
     let mut trainer_t = pick(TRAINER_SECTIONS);
     let mut orch_t = pick(ORCHESTRATOR_SECTIONS);
     // One step count: [trainer] steps, copied to the orchestrator (which must not disagree).
-    let trainer_steps = trainer_t
-        .get("trainer")
-        .and_then(|t| t.get("steps"))
-        .and_then(toml::Value::as_integer);
-    let orch_steps = orch_t
-        .get("orchestrator")
-        .and_then(|t| t.get("steps"))
-        .and_then(toml::Value::as_integer);
+    let trainer_steps =
+        trainer_t.get("trainer").and_then(|t| t.get("steps")).and_then(toml::Value::as_integer);
+    let orch_steps =
+        orch_t.get("orchestrator").and_then(|t| t.get("steps")).and_then(toml::Value::as_integer);
     let steps = match (trainer_steps, orch_steps) {
         (Some(a), Some(b)) if a != b => bail!(
             "{}: trainer.steps ({a}) and orchestrator.steps ({b}) differ; set trainer.steps only",
@@ -85,10 +90,11 @@ fn plan(path: &Path, sets: &[String]) -> anyhow::Result<Plan> {
             s.insert("steps".into(), toml::Value::Integer(steps));
         }
     }
-    let parse_err = |what: &str, e: toml::de::Error| anyhow::anyhow!("{} ({what} sections): {e}", path.display());
-    let trainer: RlTrainerConfig = toml::Value::Table(trainer_t)
-        .try_into()
-        .map_err(|e| parse_err("trainer", e))?;
+    let parse_err = |what: &str, e: toml::de::Error| {
+        anyhow::anyhow!("{} ({what} sections): {e}", path.display())
+    };
+    let trainer: RlTrainerConfig =
+        toml::Value::Table(trainer_t).try_into().map_err(|e| parse_err("trainer", e))?;
     let orchestrator: OrchestratorConfig =
         toml::Value::Table(orch_t).try_into().map_err(|e| parse_err("orchestrator", e))?;
     let warmup = match table.get("warmup") {
@@ -112,7 +118,9 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     let Plan { trainer, mut orchestrator, warmup, resolved } = plan(&args.config, &args.set)?;
     let file = args.config.display().to_string();
     let Some(model) = trainer.model.path.clone() else {
-        bail!("{file}: [model] path is required (a Hugging Face folder or .gguf; train one with `temper sft` or name it in [warmup])");
+        bail!(
+            "{file}: [model] path is required (a Hugging Face folder or .gguf; train one with `temper sft` or name it in [warmup])"
+        );
     };
     ensure!(
         trainer.output.dir == orchestrator.output.dir,
@@ -124,7 +132,8 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     // The run directory: refuse an earlier run unless told what to do with it.
     let has_data = std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false);
     if has_data && args.clean {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot delete {}", dir.display()))?;
     } else if has_data && !args.resume {
         bail!(
             "{} already holds a run; pass --resume to continue it or --clean to start over",
@@ -137,7 +146,10 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     // The SFT warmup, when the model is still to be made.
     if !model.exists() {
         let Some(sft) = &warmup else {
-            bail!("{file}: model.path {} does not exist (and no [warmup] sft config makes it)", model.display());
+            bail!(
+                "{file}: model.path {} does not exist (and no [warmup] sft config makes it)",
+                model.display()
+            );
         };
         eprintln!("== SFT warmup: {} (makes {})", sft.display(), model.display());
         let status = Command::new(std::env::current_exe()?)
@@ -283,7 +295,8 @@ impl Proc {
         };
         let _ = writeln!(file, "== temper rl started the {role} (pid {:?})", child.id());
         let file = std::sync::Arc::new(std::sync::Mutex::new(file));
-        for stream in [Box::new(out) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(err)] {
+        for stream in [Box::new(out) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(err)]
+        {
             let file = file.clone();
             tokio::spawn(async move {
                 let mut lines = tokio::io::BufReader::new(stream).lines();
@@ -292,7 +305,8 @@ impl Proc {
                         let _ = writeln!(f, "{line}");
                     }
                     // Problems reach the terminal; the rest stays in the log.
-                    if line.contains("WARN") || line.contains("ERROR") || line.starts_with("error") {
+                    if line.contains("WARN") || line.contains("ERROR") || line.starts_with("error")
+                    {
                         eprintln!("[{role}] {line}");
                     }
                 }
@@ -388,8 +402,10 @@ async fn supervise(
 ) -> anyhow::Result<String> {
     let bar = ProgressBar::new(steps);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} steps {elapsed_precise} eta {eta} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} {bar:30} {pos}/{len} steps {elapsed_precise} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_position(start);
     let say = |line: String| {
@@ -436,7 +452,10 @@ async fn supervise(
             if l.keys().any(|k| k.starts_with("eval/")) {
                 let scores: Vec<String> = l
                     .iter()
-                    .filter(|(k, _)| k.starts_with("eval/") && (k.ends_with("/reward/mean") || k.contains("pass@")))
+                    .filter(|(k, _)| {
+                        k.starts_with("eval/")
+                            && (k.ends_with("/reward/mean") || k.contains("pass@"))
+                    })
                     .map(|(k, v)| format!("{} {:.3}", &k[5..], v.as_f64().unwrap_or(f64::NAN)))
                     .collect();
                 say(format!("eval   v{step:<5} | {}", scores.join(" | ")));
