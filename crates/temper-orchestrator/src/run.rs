@@ -266,6 +266,7 @@ pub async fn run_with_envs(
                 }
             }
             let wait_gate_s = step_started.elapsed().as_secs_f64();
+            tracing::debug!("step {step}: gate v{gate} passed after {wait_gate_s:.2} s");
             // 2. Sweep stale work.
             let mut counts = StepCounts::default();
             flights.retain(|_, f| {
@@ -283,8 +284,10 @@ pub async fn run_with_envs(
             let mut filtered: Vec<Group> = Vec::new();
             let resample = o.advantage.resample_zero_advantage;
             loop {
+                // Without resampling, a step takes `needed` groups whatever their signal, but
+                // never ships empty: while every group so far was filtered, it takes one more.
                 while chosen.len() < needed
-                    && (resample || chosen.len() + filtered.len() < needed)
+                    && (resample || chosen.is_empty() || chosen.len() + filtered.len() < needed)
                     && let Some(g) = queue.pop_front()
                 {
                     if g.version < oldest {
@@ -321,11 +324,15 @@ pub async fn run_with_envs(
                     break;
                 }
                 // Dispatch what is still missing (counting what is in flight or queued).
+                let still = if resample {
+                    needed - chosen.len()
+                } else if accounted >= needed {
+                    1 // every group so far was filtered: one more
+                } else {
+                    needed - accounted
+                };
                 let coming = flights.len() + queue.len();
-                let mut missing = needed.saturating_sub(accounted).saturating_sub(coming);
-                if missing == 0 && coming == 0 {
-                    missing = 1; // every group so far was filtered: draw another
-                }
+                let mut missing = still.saturating_sub(coming);
                 while missing > 0 && (flights.len() + 1) * o.group_size <= o.max_concurrent {
                     let (env_index, example) = tasks.next_task();
                     let env = tasks.envs()[env_index].env.clone();
@@ -821,8 +828,10 @@ impl Watcher {
         let events = self.events.clone();
         tokio::spawn(async move {
             let started = Instant::now();
+            tracing::debug!("evaluating v{version}");
             let line = evaluate(&envs, &servers, &services, &eval, version).await;
             drop(guard);
+            tracing::debug!("evaluated v{version} in {:.2} s", started.elapsed().as_secs_f64());
             match line {
                 Ok(mut line) => {
                     line.insert("time/eval".into(), json!(started.elapsed().as_secs_f64()));

@@ -173,6 +173,10 @@ fn lines(run: &Path) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_through_server_errors_stalls_and_failing_rewards() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("TEMPER_LOG"))
+        .with_test_writer()
+        .try_init();
     let fake = Arc::new(Fake::default());
     let url = serve(fake.clone()).await;
     let tmp = tempfile::tempdir().expect("tmp");
@@ -181,17 +185,25 @@ async fn runs_through_server_errors_stalls_and_failing_rewards() {
     let mut env = temper_envs::load("reverse-text", &LoadOptions::default()).expect("env");
     env.system_prompt = None;
     env.rubric = env.rubric.clone().with("flaky", 0.0, Flaky);
-    let trainer = tokio::spawn(fake_trainer(run.clone(), 5, 1));
-    let summary = temper_orchestrator::run_with_envs(
+    let mut trainer = tokio::spawn(fake_trainer(run.clone(), 5, 1));
+    let mut hooks = NoHooks;
+    let orchestrator = temper_orchestrator::run_with_envs(
         &cfg,
         vec![Arc::new(env)],
         Services::default(),
-        &mut NoHooks,
+        &mut hooks,
         Start::Fresh,
-    )
-    .await
-    .expect("run");
-    let batches = trainer.await.expect("trainer");
+    );
+    // A failed check in the fake trainer must fail the test, not leave the orchestrator waiting.
+    let orchestrator = tokio::time::timeout(Duration::from_secs(60), orchestrator);
+    tokio::pin!(orchestrator);
+    let (summary, batches) = tokio::select! {
+        s = &mut orchestrator => (s.expect("finishes within 60 s").expect("run"), trainer.await.expect("trainer")),
+        t = &mut trainer => {
+            let batches = t.expect("the fake trainer's checks pass");
+            (orchestrator.await.expect("finishes within 60 s").expect("run"), batches)
+        }
+    };
     assert_eq!((summary.steps, summary.stopped), (5, false));
     assert_eq!(batches.len(), 5);
     assert!(fake.failures.load(Ordering::SeqCst) >= 2, "500s were served");
