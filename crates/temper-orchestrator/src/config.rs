@@ -342,7 +342,7 @@ impl OrchestratorConfig {
         if e.every > 0 && e.rollouts_per_example == 0 {
             return bad("orchestrator.eval.rollouts_per_example must be > 0".into());
         }
-        if !(e.temperature.is_finite() && e.temperature >= 0.0) || !e.pass_threshold.is_finite() {
+        if !(e.temperature.is_finite() && e.temperature >= 0.0 && e.pass_threshold.is_finite()) {
             return bad(
                 "orchestrator.eval: temperature must be ≥ 0 and pass_threshold finite".into()
             );

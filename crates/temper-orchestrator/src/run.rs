@@ -284,10 +284,9 @@ pub async fn run_with_envs(
             let mut filtered: Vec<Group> = Vec::new();
             let resample = o.advantage.resample_zero_advantage;
             loop {
-                // Without resampling, a step takes `needed` groups whatever their signal, but
-                // never ships empty: while every group so far was filtered, it takes one more.
+                // Without resampling, a step takes `needed` groups whatever their signal.
                 while chosen.len() < needed
-                    && (resample || chosen.is_empty() || chosen.len() + filtered.len() < needed)
+                    && (resample || chosen.len() + filtered.len() < needed)
                     && let Some(g) = queue.pop_front()
                 {
                     if g.version < oldest {
@@ -308,6 +307,12 @@ pub async fn run_with_envs(
                     }
                     if g.zero && o.advantage.filter_zero_advantage {
                         counts.filtered_groups += 1;
+                        if resample && counts.filtered_groups.is_multiple_of(10 * needed as u64) {
+                            tracing::warn!(
+                                "step {step}: {} groups in a row had equal rewards; still resampling",
+                                counts.filtered_groups
+                            );
+                        }
                         filtered.push(g);
                     } else {
                         chosen.push(g);
@@ -320,17 +325,11 @@ pub async fn run_with_envs(
                     )));
                 }
                 let accounted = if resample { chosen.len() } else { chosen.len() + filtered.len() };
-                if chosen.len() >= needed || (accounted >= needed && !chosen.is_empty()) {
+                if chosen.len() >= needed || (!resample && accounted >= needed) {
                     break;
                 }
                 // Dispatch what is still missing (counting what is in flight or queued).
-                let still = if resample {
-                    needed - chosen.len()
-                } else if accounted >= needed {
-                    1 // every group so far was filtered: one more
-                } else {
-                    needed - accounted
-                };
+                let still = needed - accounted;
                 let coming = flights.len() + queue.len();
                 let mut missing = still.saturating_sub(coming);
                 while missing > 0 && (flights.len() + 1) * o.group_size <= o.max_concurrent {
@@ -379,6 +378,14 @@ pub async fn run_with_envs(
                 collect_s,
                 loaded: loaded.load(Ordering::SeqCst),
             };
+            // Every group filtered: train on them anyway (their advantages are 0, so only the
+            // mismatch term acts) rather than stall the trainer.
+            if chosen.is_empty() {
+                tracing::warn!(
+                    "step {step}: every group had equal rewards; shipping them with zero advantage"
+                );
+                chosen = std::mem::take(&mut filtered);
+            }
             match ship_step(&run, &ship, &chosen, &filtered, &envs) {
                 Ok(line) => {
                     if let Err(e) = metrics::append(&metrics_path, &line) {

@@ -3,6 +3,7 @@
 mod eval;
 mod inference;
 mod mock;
+mod rl;
 mod sandbox;
 mod sft;
 mod verify;

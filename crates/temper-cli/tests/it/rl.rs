@@ -1,0 +1,200 @@
+//! `temper rl` with a tiny model: the SFT warmup runs first, the run finishes with engine and
+//! trainer agreeing on-policy, a killed trainer stops the whole run with nothing left running,
+//! and a SIGKILLed launcher resumes to the last step.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const SFT: &str = r#"
+[model.scratch]
+hidden_size = 32
+num_layers = 2
+num_heads = 4
+num_kv_heads = 2
+intermediate_size = 64
+max_positions = 256
+[data]
+env = "reverse-text"
+train_size = 64
+completion_template = "<reversed_text>{answer}</reversed_text>"
+system_prompt = ""
+validation_size = 4
+[train]
+steps = 4
+batch_size = 8
+seq_len = 256
+[optim]
+lr = 3e-3
+[eval]
+num_examples = 0
+[output]
+dir = "warm"
+"#;
+
+fn rl_config(dir: &Path, steps: u64) -> PathBuf {
+    std::fs::write(
+        dir.join("sft.toml"),
+        SFT.replace("\"warm\"", &format!("{:?}", dir.join("warm"))),
+    )
+    .unwrap();
+    let text = format!(
+        r#"
+[warmup]
+sft = "sft.toml"
+[model]
+path = {:?}
+[orchestrator]
+batch_size = 8
+group_size = 4
+max_concurrent = 8
+seq_len = 256
+[orchestrator.sampling]
+max_tokens = 12
+[[env]]
+id = "reverse-text"
+system_prompt = ""
+[trainer]
+steps = {steps}
+checkpoint_every = 2
+[optim]
+lr = 1e-3
+[output]
+dir = {:?}
+"#,
+        dir.join("warm/final"),
+        dir.join("run")
+    );
+    let path = dir.join("rl.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn spawn_rl(config: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_temper"))
+        .arg("rl")
+        .arg(config)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return (status, err);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("temper rl did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn metrics(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn trainer_steps(run: &Path) -> Vec<u64> {
+    metrics(run)
+        .iter()
+        .filter(|l| l["role"] == "trainer")
+        .filter_map(|l| l["step"].as_u64())
+        .collect()
+}
+
+/// The pid `temper rl` logged for a role.
+fn pid_of(run: &Path, role: &str) -> Option<i32> {
+    let log = std::fs::read_to_string(run.join("logs").join(format!("{role}.log"))).ok()?;
+    let line = log.lines().rev().find(|l| l.contains("temper rl started"))?;
+    line.split("Some(").nth(1)?.split(')').next()?.parse().ok()
+}
+
+/// Whether a process still runs (a zombie waiting for a reaper does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn warmup_then_rl_finishes_on_policy_and_resumes_after_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = rl_config(tmp.path(), 100);
+    let run = tmp.path().join("run");
+
+    // Start, wait for the second trainer step, SIGKILL the launcher.
+    let mut child = spawn_rl(&config, &[]);
+    wait_for("two trainer steps", Duration::from_secs(240), || trainer_steps(&run).len() >= 2);
+    assert!(tmp.path().join("warm/final/config.json").is_file(), "the warmup made the model");
+    let pids: Vec<i32> =
+        ["inference", "orchestrator", "trainer"].iter().filter_map(|r| pid_of(&run, r)).collect();
+    assert_eq!(pids.len(), 3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its children notice and exit.
+    wait_for("the children to exit", Duration::from_secs(10), || pids.iter().all(|&p| !alive(p)));
+
+    // A used directory is refused without --resume.
+    let (status, err) = wait(&mut spawn_rl(&config, &[]), Duration::from_secs(30));
+    assert!(!status.success());
+    assert!(err.contains("--resume"), "{err}");
+
+    let (status, err) = wait(&mut spawn_rl(&config, &["--resume"]), Duration::from_secs(240));
+    assert!(status.success(), "{err}");
+    let steps = trainer_steps(&run);
+    assert_eq!(steps.last(), Some(&100), "{steps:?}");
+    // After the rewind, each step appears once.
+    let mut sorted = steps.clone();
+    sorted.dedup();
+    assert_eq!(sorted, steps);
+    let lines = metrics(&run);
+    // Step 1 trains on rollouts of the weights it starts from: engine and trainer agree.
+    let first = lines.iter().find(|l| l["role"] == "trainer" && l["step"] == 1).unwrap();
+    let kl = first["mismatch_kl/mean"].as_f64().unwrap();
+    assert!(kl.abs() < 1e-4, "mismatch_kl at step 1: {kl}");
+    for l in lines.iter().filter(|l| l.get("off_policy/max").is_some()) {
+        assert!(l["off_policy/max"].as_u64().unwrap() <= 8, "{l}");
+    }
+    assert!(run.join("weights/step_100/STABLE").is_file());
+}
+
+#[test]
+fn a_killed_trainer_stops_the_run_and_leaves_nothing_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = rl_config(tmp.path(), 50);
+    let run = tmp.path().join("run");
+    let mut child = spawn_rl(&config, &[]);
+    wait_for("the first trainer step", Duration::from_secs(240), || {
+        !trainer_steps(&run).is_empty()
+    });
+    let pids: Vec<i32> =
+        ["inference", "orchestrator", "trainer"].iter().filter_map(|r| pid_of(&run, r)).collect();
+    assert_eq!(pids.len(), 3);
+    Command::new("kill").args(["-9", &pids[2].to_string()]).status().unwrap();
+    let (status, err) = wait(&mut child, Duration::from_secs(60));
+    assert!(!status.success());
+    assert!(err.contains("the trainer stopped"), "{err}");
+    wait_for("every process to exit", Duration::from_secs(10), || pids.iter().all(|&p| !alive(p)));
+}
