@@ -145,7 +145,6 @@ struct StepCounts {
     cancelled_groups: u64,
     filtered_groups: u64,
     errors: u64,
-    unusable: BTreeMap<&'static str, u64>,
 }
 
 /// Runs the orchestrator until `steps` batches are shipped and the trainer's last weights are
@@ -205,12 +204,11 @@ pub async fn run_with_envs(
         Some(addr) => Some(metrics::serve(addr, gauges.clone()).await?),
         None => None,
     };
-    let metrics_path = run_dir::metrics_file(&run);
     let services = Arc::new(services);
 
     // The weight watcher and the evaluations it starts.
     let loaded = Arc::new(AtomicU64::new(0));
-    let (events_tx, mut events) = mpsc::unbounded_channel::<Event>();
+    let (events_tx, events) = mpsc::unbounded_channel::<Event>();
     let watcher = Watcher {
         run: run.clone(),
         servers: servers.clone(),
@@ -232,10 +230,15 @@ pub async fn run_with_envs(
 
     hooks.on_start(start_step, o.steps);
     let needed = o.batch_size / o.group_size;
-    let mut in_flight: JoinSet<Group> = JoinSet::new();
-    let mut flights: BTreeMap<tokio::task::Id, Flight> = BTreeMap::new();
-    let mut queue: VecDeque<Group> = VecDeque::new();
-    let mut last_eval = Map::new();
+    let mut inbox = Inbox {
+        in_flight: JoinSet::new(),
+        flights: BTreeMap::new(),
+        queue: VecDeque::new(),
+        events,
+        last_eval: Map::new(),
+        metrics_path: run_dir::metrics_file(&run),
+        gauges,
+    };
     let mut failing_groups = 0u64;
     let mut last_error: Option<String> = None;
     let result: Result<(u64, bool), OrchestratorError> = 'outer: {
@@ -250,18 +253,7 @@ pub async fn run_with_envs(
                 if hooks.should_stop() {
                     break 'outer Ok((step - 1, true));
                 }
-                if let Err(e) = wait_any(
-                    &mut in_flight,
-                    &mut flights,
-                    &mut queue,
-                    &mut events,
-                    hooks,
-                    &mut last_eval,
-                    &metrics_path,
-                    &gauges,
-                )
-                .await
-                {
+                if let Err(e) = inbox.wait(hooks).await {
                     break 'outer Err(e);
                 }
             }
@@ -269,7 +261,7 @@ pub async fn run_with_envs(
             tracing::debug!("step {step}: gate v{gate} passed after {wait_gate_s:.2} s");
             // 2. Sweep stale work.
             let mut counts = StepCounts::default();
-            flights.retain(|_, f| {
+            inbox.flights.retain(|_, f| {
                 if f.version < oldest {
                     f.handle.abort();
                     counts.cancelled_groups += 1;
@@ -287,7 +279,7 @@ pub async fn run_with_envs(
                 // Without resampling, a step takes `needed` groups whatever their signal.
                 while chosen.len() < needed
                     && (resample || chosen.len() + filtered.len() < needed)
-                    && let Some(g) = queue.pop_front()
+                    && let Some(g) = inbox.queue.pop_front()
                 {
                     if g.version < oldest {
                         counts.stale_groups += 1;
@@ -330,9 +322,9 @@ pub async fn run_with_envs(
                 }
                 // Dispatch what is still missing (counting what is in flight or queued).
                 let still = needed - accounted;
-                let coming = flights.len() + queue.len();
+                let coming = inbox.flights.len() + inbox.queue.len();
                 let mut missing = still.saturating_sub(coming);
-                while missing > 0 && (flights.len() + 1) * o.group_size <= o.max_concurrent {
+                while missing > 0 && (inbox.flights.len() + 1) * o.group_size <= o.max_concurrent {
                     let (env_index, example) = tasks.next_task();
                     let env = tasks.envs()[env_index].env.clone();
                     let version = loaded.load(Ordering::SeqCst);
@@ -341,30 +333,19 @@ pub async fn run_with_envs(
                         o.sampling.params(Some(o.seed ^ tasks.state().draws.rotate_left(20)));
                     let services = services.clone();
                     let (group_size, adv_cfg) = (o.group_size as u32, o.advantage);
-                    let handle = in_flight.spawn(async move {
+                    let handle = inbox.in_flight.spawn(async move {
                         let rollouts =
                             env.run_group(&lease, &example, group_size, &sampling, &services).await;
                         drop(lease);
                         score_group(env_index, version, rollouts, &adv_cfg)
                     });
-                    flights.insert(handle.id(), Flight { version, handle });
+                    inbox.flights.insert(handle.id(), Flight { version, handle });
                     missing -= 1;
                 }
                 if hooks.should_stop() {
                     break 'outer Ok((step - 1, true));
                 }
-                if let Err(e) = wait_any(
-                    &mut in_flight,
-                    &mut flights,
-                    &mut queue,
-                    &mut events,
-                    hooks,
-                    &mut last_eval,
-                    &metrics_path,
-                    &gauges,
-                )
-                .await
-                {
+                if let Err(e) = inbox.wait(hooks).await {
                     break 'outer Err(e);
                 }
             }
@@ -388,10 +369,10 @@ pub async fn run_with_envs(
             }
             match ship_step(&run, &ship, &chosen, &filtered, &envs) {
                 Ok(line) => {
-                    if let Err(e) = metrics::append(&metrics_path, &line) {
+                    if let Err(e) = metrics::append(&inbox.metrics_path, &line) {
                         break 'outer Err(e);
                     }
-                    gauges.set_all(&line);
+                    inbox.gauges.set_all(&line);
                     hooks.on_step(&line);
                 }
                 Err(e) => break 'outer Err(e),
@@ -403,7 +384,7 @@ pub async fn run_with_envs(
         }
         Ok((step, false))
     };
-    in_flight.abort_all();
+    inbox.in_flight.abort_all();
     let (steps, stopped) = match result {
         Ok(v) => v,
         Err(e) => {
@@ -417,17 +398,16 @@ pub async fn run_with_envs(
         loop {
             let have = loaded.load(Ordering::SeqCst);
             let eval_done =
-                !due_eval || last_eval.get("step").and_then(Value::as_u64) == Some(o.steps);
+                !due_eval || inbox.last_eval.get("step").and_then(Value::as_u64) == Some(o.steps);
             if have >= o.steps && eval_done {
                 break;
             }
             if hooks.should_stop() {
                 break;
             }
-            match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+            match tokio::time::timeout(Duration::from_millis(100), inbox.events.recv()).await {
                 Ok(Some(ev)) => {
-                    if let Err(e) = handle_event(ev, hooks, &mut last_eval, &metrics_path, &gauges)
-                    {
+                    if let Err(e) = inbox.handle(ev, hooks) {
                         watcher_task.abort();
                         return Err(e);
                     }
@@ -438,7 +418,7 @@ pub async fn run_with_envs(
         }
     }
     watcher_task.abort();
-    Ok(Summary { steps, stopped, last_eval })
+    Ok(Summary { steps, stopped, last_eval: inbox.last_eval })
 }
 
 /// Groups in a row whose every rollout failed, after which the run stops (a broken server or
@@ -470,55 +450,59 @@ enum Event {
     Failed(OrchestratorError),
 }
 
-/// Waits for the next finished group or watcher event (at most 100 ms).
-#[expect(clippy::too_many_arguments, reason = "the loop's state, borrowed for one wait")]
-async fn wait_any(
-    in_flight: &mut JoinSet<Group>,
-    flights: &mut BTreeMap<tokio::task::Id, Flight>,
-    queue: &mut VecDeque<Group>,
-    events: &mut mpsc::UnboundedReceiver<Event>,
-    hooks: &mut dyn OrchestratorHooks,
-    last_eval: &mut Map<String, Value>,
-    metrics_path: &Path,
-    gauges: &metrics::Gauges,
-) -> Result<(), OrchestratorError> {
-    tokio::select! {
-        Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
-            match done {
-                Ok((id, group)) => {
-                    // A group whose flight was swept as stale is dropped when it lands.
-                    if flights.remove(&id).is_some() {
-                        queue.push_back(group);
-                    }
-                }
-                Err(e) if e.is_cancelled() => {}
-                Err(e) => return Err(OrchestratorError::Rollouts(format!("a rollout task failed: {e}"))),
-            }
-        }
-        Some(ev) = events.recv() => handle_event(ev, hooks, last_eval, metrics_path, gauges)?,
-        () = tokio::time::sleep(Duration::from_millis(100)) => {}
-    }
-    Ok(())
+/// What the loop waits on: rollout groups in flight and done, and the watcher's events (whose
+/// evaluation lines it writes).
+struct Inbox {
+    in_flight: JoinSet<Group>,
+    /// The in-flight groups not swept as stale, with the version they were dispatched at.
+    flights: BTreeMap<tokio::task::Id, Flight>,
+    /// Finished groups not yet taken into a batch.
+    queue: VecDeque<Group>,
+    events: mpsc::UnboundedReceiver<Event>,
+    last_eval: Map<String, Value>,
+    metrics_path: PathBuf,
+    gauges: metrics::Gauges,
 }
 
-fn handle_event(
-    ev: Event,
-    hooks: &mut dyn OrchestratorHooks,
-    last_eval: &mut Map<String, Value>,
-    metrics_path: &Path,
-    gauges: &metrics::Gauges,
-) -> Result<(), OrchestratorError> {
-    match ev {
-        Event::Weights(v) => hooks.on_weights(v),
-        Event::Eval(line) => {
-            metrics::append(metrics_path, &line)?;
-            gauges.set_all(&line);
-            hooks.on_eval(&line);
-            *last_eval = line;
+impl Inbox {
+    /// Waits for the next finished group or watcher event (at most 100 ms).
+    async fn wait(&mut self, hooks: &mut dyn OrchestratorHooks) -> Result<(), OrchestratorError> {
+        tokio::select! {
+            Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
+                match done {
+                    Ok((id, group)) => {
+                        // A group whose flight was swept as stale is dropped when it lands.
+                        if self.flights.remove(&id).is_some() {
+                            self.queue.push_back(group);
+                        }
+                    }
+                    Err(e) if e.is_cancelled() => {}
+                    Err(e) => return Err(OrchestratorError::Rollouts(format!("a rollout task failed: {e}"))),
+                }
+            }
+            Some(ev) = self.events.recv() => self.handle(ev, hooks)?,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
-        Event::Failed(e) => return Err(e),
+        Ok(())
     }
-    Ok(())
+
+    fn handle(
+        &mut self,
+        ev: Event,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<(), OrchestratorError> {
+        match ev {
+            Event::Weights(v) => hooks.on_weights(v),
+            Event::Eval(line) => {
+                metrics::append(&self.metrics_path, &line)?;
+                self.gauges.set_all(&line);
+                hooks.on_eval(&line);
+                self.last_eval = line;
+            }
+            Event::Failed(e) => return Err(e),
+        }
+        Ok(())
+    }
 }
 
 struct Ship<'a> {
@@ -539,7 +523,7 @@ fn ship_step(
     envs: &[Arc<Environment>],
 ) -> Result<Map<String, Value>, OrchestratorError> {
     let (o, step) = (ship.o, ship.step);
-    let mut unusable = ship.counts.unusable.clone();
+    let mut unusable: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut samples: Vec<TrainSample> = Vec::new();
     let mut staleness: Vec<u64> = Vec::new();
     for g in groups {

@@ -261,7 +261,7 @@ async fn runs_through_server_errors_stalls_and_failing_rewards() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refuses_a_used_run_directory_and_resumes_the_task_order() {
+async fn refuses_a_used_run_directory_and_checkpoints_the_task_position() {
     let fake = Arc::new(Fake::default());
     let url = serve(fake.clone()).await;
     let tmp = tempfile::tempdir().expect("tmp");
