@@ -198,3 +198,78 @@ fn a_killed_trainer_stops_the_run_and_leaves_nothing_running() {
     assert!(err.contains("the trainer stopped"), "{err}");
     wait_for("every process to exit", Duration::from_secs(10), || pids.iter().all(|&p| !alive(p)));
 }
+
+/// An environment a policy can learn in a few dozen steps from (almost) uniform: whatever the
+/// prompt, the reward is the LCS ratio of the raw completion to `eeeeeeee`.
+fn say_e_environment(dir: &Path) -> PathBuf {
+    let env = dir.join("say-e");
+    std::fs::create_dir_all(env.join("data")).unwrap();
+    std::fs::write(
+        env.join("environment.toml"),
+        r#"
+[environment]
+name = "say-e"
+version = "0.1.0"
+description = "Write the letter e; reward is the LCS ratio to eeeeeeee."
+[dataset]
+train = "data/train.jsonl"
+eval = "data/train.jsonl"
+[env]
+kind = "single_turn"
+parser = "raw"
+[[rubric]]
+reward = "lcs_ratio"
+weight = 1.0
+"#,
+    )
+    .unwrap();
+    let rows: String = (0..64)
+        .map(|i| format!("{{\"question\": \"prompt {i}\", \"answer\": \"eeeeeeee\"}}\n"))
+        .collect();
+    std::fs::write(env.join("data/train.jsonl"), rows).unwrap();
+    env
+}
+
+#[test]
+fn rl_raises_the_reward_and_engine_and_trainer_agree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = say_e_environment(tmp.path());
+    let base = std::fs::read_to_string(rl_config(tmp.path(), 40)).unwrap();
+    let config = tmp.path().join("say-e.toml");
+    let text = base
+        .replace("id = \"reverse-text\"", &format!("id = {env:?}"))
+        .replace("group_size = 4", "group_size = 8")
+        .replace("max_tokens = 12", "max_tokens = 8")
+        .replace("lr = 1e-3", "lr = 1e-2");
+    std::fs::write(&config, text).unwrap();
+    let run = tmp.path().join("run");
+    let (status, err) = wait(&mut spawn_rl(&config, &[]), Duration::from_secs(170));
+    assert!(status.success(), "{err}");
+
+    let lines = metrics(&run);
+    let of_role = |role: &str, key: &str| -> Vec<(u64, f64)> {
+        lines
+            .iter()
+            .filter(|l| l["role"] == role)
+            .filter_map(|l| Some((l["step"].as_u64()?, l[key].as_f64()?)))
+            .collect()
+    };
+    let rewards: Vec<f64> = of_role("orchestrator", "reward/mean").iter().map(|r| r.1).collect();
+    assert_eq!(rewards.len(), 40);
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let (first, last) = (mean(&rewards[..5]), mean(&rewards[35..]));
+    assert!(first < 0.2 && last > first + 0.5, "reward {first:.3} -> {last:.3}: {rewards:?}");
+
+    // Engine and trainer compute the same logprobs: a batch sampled from the weights the trainer
+    // holds shows no mismatch at all; one sampled a version behind, only one step's change.
+    let off_policy: std::collections::HashMap<u64, f64> =
+        of_role("orchestrator", "off_policy/max").into_iter().collect();
+    let kl = of_role("trainer", "mismatch_kl/mean");
+    assert_eq!(kl.len(), 40);
+    let on_policy: Vec<f64> =
+        kl.iter().filter(|(step, _)| off_policy.get(step) == Some(&0.0)).map(|k| k.1).collect();
+    assert!(!on_policy.is_empty());
+    assert!(on_policy.iter().all(|k| k.abs() < 1e-6), "on-policy mismatch_kl {on_policy:?}");
+    let all: Vec<f64> = kl.iter().map(|k| k.1).collect();
+    assert!(mean(&all) < 0.02, "mean mismatch_kl {}: {all:?}", mean(&all));
+}
