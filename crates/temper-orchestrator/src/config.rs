@@ -195,6 +195,8 @@ pub struct EvalConfig {
     pub rollouts_per_example: usize,
     /// Sampling temperature of evaluation.
     pub temperature: f64,
+    /// Completion-token budget of evaluation (unset: `orchestrator.sampling.max_tokens`).
+    pub max_tokens: Option<u32>,
     /// A rollout passes when its reward is at least this.
     pub pass_threshold: f64,
 }
@@ -206,6 +208,7 @@ impl Default for EvalConfig {
             num_examples: 50,
             rollouts_per_example: 1,
             temperature: 0.0,
+            max_tokens: None,
             pass_threshold: 0.5,
         }
     }
@@ -331,8 +334,8 @@ impl OrchestratorConfig {
         if !(s.top_p > 0.0 && s.top_p <= 1.0) {
             return bad(format!("orchestrator.sampling.top_p is {}; expected (0, 1]", s.top_p));
         }
-        if s.max_tokens == 0 {
-            return bad("orchestrator.sampling.max_tokens must be > 0".into());
+        if s.max_tokens == 0 || o.eval.max_tokens == Some(0) {
+            return bad("orchestrator.sampling.max_tokens and orchestrator.eval.max_tokens must be > 0".into());
         }
         let a = &o.advantage;
         if a.truncated_reward.is_some_and(|r| !r.is_finite()) || !a.length_penalty.is_finite() {

@@ -215,7 +215,7 @@ pub async fn run_with_envs(
         loaded: loaded.clone(),
         lock: Arc::new(RwLock::new(())),
         timeout: Duration::from_secs_f64(o.update_timeout_s),
-        eval: o.eval,
+        eval: EvalConfig { max_tokens: o.eval.max_tokens.or(Some(o.sampling.max_tokens)), ..o.eval },
         steps: o.steps,
         envs: envs.clone(),
         services: services.clone(),
@@ -849,6 +849,7 @@ async fn evaluate(
     line.insert("role".into(), json!("orchestrator"));
     let sampling = temper_protocol::SamplingParams {
         temperature: Some(eval.temperature),
+        max_tokens: eval.max_tokens,
         seed: Some(version),
         ..temper_protocol::SamplingParams::default()
     };

@@ -24,6 +24,8 @@ struct Fake {
     requests: AtomicU64,
     failures: AtomicU64,
     stalls: AtomicU64,
+    /// Requests (training or evaluation) without a `max_tokens` of at most 32.
+    unbounded: AtomicU64,
     updates: std::sync::Mutex<Vec<u64>>,
 }
 
@@ -41,6 +43,9 @@ async fn chat(State(f): State<Arc<Fake>>, Json(body): Json<Value>) -> axum::resp
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
     assert_eq!(body["return_token_ids"], json!(true), "the orchestrator asks for token ids");
+    if !body["max_tokens"].as_u64().is_some_and(|m| m <= 32) {
+        f.unbounded.fetch_add(1, Ordering::SeqCst);
+    }
     let user = body["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -208,6 +213,8 @@ async fn runs_through_server_errors_stalls_and_failing_rewards() {
     assert_eq!(batches.len(), 5);
     assert!(fake.failures.load(Ordering::SeqCst) >= 2, "500s were served");
     assert_eq!(fake.stalls.load(Ordering::SeqCst), 1);
+    // Training and evaluation requests both carry the completion budget.
+    assert_eq!(fake.unbounded.load(Ordering::SeqCst), 0);
     // The servers followed every published version, in order, ending at the last.
     let updates = fake.updates.lock().expect("lock").clone();
     assert!(updates.windows(2).all(|w| w[0] < w[1]), "{updates:?}");
