@@ -73,6 +73,24 @@ pub enum Command {
     /// Ctrl-C. With [warmup] sft = "FILE", runs that SFT config first when model.path does not
     /// exist yet. --resume continues from the trainer's newest complete checkpoint.
     Rl(RlArgs),
+    /// Draw a run's metrics as PNG charts.
+    ///
+    /// Reads RUN_DIR/metrics.jsonl (from `temper rl`, `temper orchestrator` + `temper trainer`)
+    /// and writes reward.png (training reward, overall and per environment), eval.png (held-out
+    /// mean reward and pass@k per policy version), mismatch_kl.png (engine vs trainer, log
+    /// scale) and throughput.png (tokens/s of trainer and rollouts) to RUN_DIR/plots/.
+    Plot(PlotArgs),
+}
+
+/// `temper plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The run directory (output.dir of the run).
+    pub run_dir: PathBuf,
+
+    /// Where to write the charts (default RUN_DIR/plots).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `temper orchestrator`.
@@ -113,6 +131,11 @@ pub struct RlArgs {
     /// Delete output.dir first if it holds an earlier run.
     #[arg(long)]
     pub clean: bool,
+
+    /// Check the config (both roles' sections, the model or its warmup config, every
+    /// environment) and exit without starting anything.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// `temper trainer`.

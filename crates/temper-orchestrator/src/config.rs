@@ -335,7 +335,10 @@ impl OrchestratorConfig {
             return bad(format!("orchestrator.sampling.top_p is {}; expected (0, 1]", s.top_p));
         }
         if s.max_tokens == 0 || o.eval.max_tokens == Some(0) {
-            return bad("orchestrator.sampling.max_tokens and orchestrator.eval.max_tokens must be > 0".into());
+            return bad(
+                "orchestrator.sampling.max_tokens and orchestrator.eval.max_tokens must be > 0"
+                    .into(),
+            );
         }
         let a = &o.advantage;
         if a.truncated_reward.is_some_and(|r| !r.is_finite()) || !a.length_penalty.is_finite() {

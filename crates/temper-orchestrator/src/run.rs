@@ -215,7 +215,10 @@ pub async fn run_with_envs(
         loaded: loaded.clone(),
         lock: Arc::new(RwLock::new(())),
         timeout: Duration::from_secs_f64(o.update_timeout_s),
-        eval: EvalConfig { max_tokens: o.eval.max_tokens.or(Some(o.sampling.max_tokens)), ..o.eval },
+        eval: EvalConfig {
+            max_tokens: o.eval.max_tokens.or(Some(o.sampling.max_tokens)),
+            ..o.eval
+        },
         steps: o.steps,
         envs: envs.clone(),
         services: services.clone(),

@@ -43,7 +43,7 @@ async fn chat(State(f): State<Arc<Fake>>, Json(body): Json<Value>) -> axum::resp
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
     assert_eq!(body["return_token_ids"], json!(true), "the orchestrator asks for token ids");
-    if !body["max_tokens"].as_u64().is_some_and(|m| m <= 32) {
+    if body["max_tokens"].as_u64().is_none_or(|m| m > 32) {
         f.unbounded.fetch_add(1, Ordering::SeqCst);
     }
     let user = body["messages"]

@@ -6,6 +6,7 @@ mod inference;
 mod inference_bench;
 mod local_server;
 mod orchestrator;
+mod plot;
 mod rl;
 mod sandbox;
 mod sandbox_bench;
@@ -29,5 +30,6 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Trainer(args) => trainer::run(args).await,
         Command::Orchestrator(args) => orchestrator::run(args).await,
         Command::Rl(args) => rl::run(args).await,
+        Command::Plot(args) => plot::run(args),
     }
 }

@@ -127,6 +127,38 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         "{file}: trainer and orchestrator must share output.dir"
     );
     trainer.validate().with_context(|| format!("invalid config {file}"))?;
+    // The orchestrator's checks, with the address of the server this launcher would start.
+    let mut check = orchestrator.clone();
+    if check.inference.base_urls.is_empty() {
+        check.inference.base_urls = vec![format!("http://{}/v1", check.inference.addr)];
+    }
+    check.validate().with_context(|| format!("invalid config {file}"))?;
+    let envs = temper_orchestrator::run::load_envs(&check)
+        .with_context(|| format!("invalid config {file}"))?;
+    if args.check {
+        match (&warmup, model.exists()) {
+            (_, true) => {}
+            (Some(sft), false) => {
+                super::sft::check_config(sft)
+                    .with_context(|| format!("{file}: [warmup] sft {}", sft.display()))?;
+            }
+            (None, false) => bail!(
+                "{file}: model.path {} does not exist (and no [warmup] sft config makes it)",
+                model.display()
+            ),
+        }
+        let names: Vec<String> =
+            envs.iter().map(|e| format!("{}@{}", e.info.name, e.info.version)).collect();
+        println!(
+            "{file}: ok ({} steps, model {}{}, environments {})",
+            trainer.trainer.steps,
+            model.display(),
+            if model.exists() { "" } else { " from the warmup" },
+            names.join(", ")
+        );
+        return Ok(());
+    }
+    drop(envs);
     let dir = trainer.output.dir.clone();
 
     // The run directory: refuse an earlier run unless told what to do with it.

@@ -18,6 +18,13 @@ use temper_trainer::{Policy, Single, StepReport};
 use super::local_server::LocalServer;
 use crate::args::SftArgs;
 
+/// Reads and validates an SFT config without running it (`temper rl --check` for its warmup).
+pub fn check_config(path: &Path) -> anyhow::Result<()> {
+    let (cfg, _): (SftConfig, String) = super::settings::load(path, &[])?;
+    cfg.validate().with_context(|| format!("invalid config {}", path.display()))?;
+    Ok(())
+}
+
 pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     let (cfg, resolved): (SftConfig, String) = super::settings::load(&args.config, &args.set)?;
     cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;

@@ -239,7 +239,10 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
     let text = base
         .replace("id = \"reverse-text\"", &format!("id = {env:?}"))
         .replace("group_size = 4", "group_size = 8")
-        .replace("max_tokens = 12", "max_tokens = 8")
+        .replace(
+            "max_tokens = 12",
+            "max_tokens = 8\n[orchestrator.eval]\nevery = 20\nnum_examples = 8",
+        )
         .replace("lr = 1e-3", "lr = 1e-2");
     std::fs::write(&config, text).unwrap();
     let run = tmp.path().join("run");
@@ -260,6 +263,11 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
     let (first, last) = (mean(&rewards[..5]), mean(&rewards[35..]));
     assert!(first < 0.2 && last > first + 0.5, "reward {first:.3} -> {last:.3}: {rewards:?}");
 
+    // Held-out (greedy) evaluations of v0, v20 and v40 show it too.
+    let evals = of_role("orchestrator", "eval/say-e/reward/mean");
+    assert_eq!(evals.iter().map(|e| e.0).collect::<Vec<_>>(), [0, 20, 40]);
+    assert!(evals[2].1 > evals[0].1 + 0.4, "eval {evals:?}");
+
     // Engine and trainer compute the same logprobs: a batch sampled from the weights the trainer
     // holds shows no mismatch at all; one sampled a version behind, only one step's change.
     let off_policy: std::collections::HashMap<u64, f64> =
@@ -272,4 +280,60 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
     assert!(on_policy.iter().all(|k| k.abs() < 1e-6), "on-policy mismatch_kl {on_policy:?}");
     let all: Vec<f64> = kl.iter().map(|k| k.1).collect();
     assert!(mean(&all) < 0.02, "mean mismatch_kl {}: {all:?}", mean(&all));
+
+    // `temper plot` draws the run: four charts with their lines on them.
+    let out = Command::new(env!("CARGO_BIN_EXE_temper")).arg("plot").arg(&run).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for chart in ["reward", "eval", "mismatch_kl", "throughput"] {
+        let path = run.join("plots").join(format!("{chart}.png"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&*path.to_string_lossy()));
+        let png = image::open(&path).unwrap().to_rgb8();
+        assert_eq!(png.dimensions(), (960, 540));
+        // Palette99's first colours, the first series (lines that coincide hide each other).
+        let series = [[230, 25, 75], [60, 180, 75], [255, 225, 25]];
+        let line = png.pixels().filter(|p| series.contains(&p.0)).count();
+        assert!(line > 150, "{chart}.png has {line} pixels of its series");
+    }
+}
+
+#[test]
+fn every_example_config_checks_and_a_bad_one_names_its_field() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("examples")).unwrap() {
+        let config = entry.unwrap().path().join("rl.toml");
+        if !config.is_file() {
+            continue;
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+            .current_dir(&root)
+            .arg("rl")
+            .arg(&config)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            config.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains(": ok ("), "{stdout}");
+        checked += 1;
+    }
+    assert!(checked >= 4, "examples with an rl.toml: {checked}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let config = rl_config(tmp.path(), 10);
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .arg("rl")
+        .arg(&config)
+        .args(["--check", "--set", "orchestrator.batch_size=10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("orchestrator.batch_size (10)"), "{err}");
+    assert!(!tmp.path().join("run").exists(), "--check touches nothing");
 }

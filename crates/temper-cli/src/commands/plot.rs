@@ -1,0 +1,319 @@
+//! `temper plot RUN_DIR`: a run's `metrics.jsonl` as PNG charts.
+//!
+//! Four charts, each a line per series over steps (or policy versions for evaluations):
+//! training reward (overall and per environment), held-out evaluation (mean reward and pass@k
+//! per environment), engine–trainer mismatch KL on a log scale, and tokens/s of the trainer and
+//! of rollout generation. Text is drawn with the embedded DejaVu Sans, so no font library or
+//! installed font is needed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use plotters::coord::CoordTranslate;
+use plotters::prelude::*;
+use serde_json::{Map, Value};
+use temper_protocol::run_dir;
+
+use crate::args::PlotArgs;
+
+const WIDTH: u32 = 960;
+const HEIGHT: u32 = 540;
+const FONT: &str = "sans-serif";
+
+/// One line of a chart: points sorted by step, the last value of a step kept (a resumed run
+/// may repeat one).
+#[derive(Debug)]
+struct Series {
+    label: String,
+    points: Vec<(f64, f64)>,
+}
+
+/// One chart: what it shows and how.
+#[derive(Debug)]
+struct Chart {
+    file: &'static str,
+    title: &'static str,
+    x_label: &'static str,
+    y_label: &'static str,
+    log_y: bool,
+    series: Vec<Series>,
+}
+
+pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+    let metrics = run_dir::metrics_file(&args.run_dir);
+    let text = std::fs::read_to_string(&metrics)
+        .with_context(|| format!("cannot read {} (is it a run directory?)", metrics.display()))?;
+    let (lines, bad) = parse(&text);
+    if bad > 0 {
+        // A run killed mid-write leaves a partial last line; say so, draw the rest.
+        eprintln!("temper plot: skipped {bad} unreadable line(s) of {}", metrics.display());
+    }
+    let charts = charts(&lines);
+    if charts.iter().all(|c| c.series.is_empty()) {
+        bail!("{} has no step metrics yet", metrics.display());
+    }
+    let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| anyhow!("the embedded font did not load"))?;
+    let mut stdout = std::io::stdout().lock();
+    for chart in &charts {
+        use std::io::Write as _;
+        if chart.series.is_empty() {
+            writeln!(stdout, "{}: no data ({})", chart.file, chart.title)?;
+            continue;
+        }
+        let path = out.join(chart.file);
+        draw(chart, &path).with_context(|| format!("cannot draw {}", path.display()))?;
+        writeln!(stdout, "{}", path.display())?;
+    }
+    Ok(())
+}
+
+/// The JSON object lines, and how many lines were not one.
+fn parse(text: &str) -> (Vec<Map<String, Value>>, usize) {
+    let mut bad = 0;
+    let lines = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => {
+                bad += 1;
+                None
+            }
+        })
+        .collect();
+    (lines, bad)
+}
+
+/// Values of `key` per step over the lines of `role`.
+fn series(lines: &[Map<String, Value>], role: &str, key: &str, label: &str) -> Option<Series> {
+    let mut by_step = BTreeMap::new();
+    for l in lines.iter().filter(|l| l.get("role").and_then(Value::as_str) == Some(role)) {
+        if let (Some(step), Some(v)) =
+            (l.get("step").and_then(Value::as_u64), l.get(key).and_then(Value::as_f64))
+            && v.is_finite()
+        {
+            by_step.insert(step, v);
+        }
+    }
+    (!by_step.is_empty()).then(|| Series {
+        label: label.to_owned(),
+        points: by_step.into_iter().map(|(s, v)| (s as f64, v)).collect(),
+    })
+}
+
+/// Keys of `role` lines that start with `prefix` and end with `suffix`, sorted.
+fn keys(lines: &[Map<String, Value>], role: &str, prefix: &str, suffix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = lines
+        .iter()
+        .filter(|l| l.get("role").and_then(Value::as_str) == Some(role))
+        .flat_map(|l| l.keys())
+        .filter(|k| k.len() > prefix.len() + suffix.len())
+        .filter(|k| k.starts_with(prefix) && k.ends_with(suffix))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+fn charts(lines: &[Map<String, Value>]) -> Vec<Chart> {
+    const O: &str = "orchestrator";
+    let mut reward: Vec<Series> = series(lines, O, "reward/mean", "all").into_iter().collect();
+    let per_env = keys(lines, O, "reward/", "/mean");
+    if per_env.len() > 1 {
+        for k in &per_env {
+            let env = &k["reward/".len()..k.len() - "/mean".len()];
+            reward.extend(series(lines, O, k, env));
+        }
+    }
+    let mut eval = Vec::new();
+    for k in keys(lines, O, "eval/", "/reward/mean") {
+        let env = &k["eval/".len()..k.len() - "/reward/mean".len()];
+        eval.extend(series(lines, O, &k, &format!("{env} mean reward")));
+        for pass in keys(lines, O, &format!("eval/{env}/pass@"), "") {
+            let at = &pass[format!("eval/{env}/").len()..];
+            eval.extend(series(lines, O, &pass, &format!("{env} {at}")));
+        }
+    }
+    let mut kl: Vec<Series> =
+        series(lines, "trainer", "mismatch_kl/mean", "mismatch_kl").into_iter().collect();
+    for s in &mut kl {
+        // A log axis has no zero: on-policy steps can be exactly 0.
+        for p in &mut s.points {
+            p.1 = p.1.max(1e-16);
+        }
+    }
+    let throughput: Vec<Series> = [
+        series(lines, "trainer", "throughput/tokens_per_s", "trainer"),
+        series(lines, O, "throughput/tokens_per_s", "rollouts"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    vec![
+        Chart {
+            file: "reward.png",
+            title: "Training reward (mean per step)",
+            x_label: "step",
+            y_label: "reward",
+            log_y: false,
+            series: reward,
+        },
+        Chart {
+            file: "eval.png",
+            title: "Held-out evaluation",
+            x_label: "policy version (step)",
+            y_label: "score",
+            log_y: false,
+            series: eval,
+        },
+        Chart {
+            file: "mismatch_kl.png",
+            title: "Engine vs trainer: mismatch KL",
+            x_label: "step",
+            y_label: "KL (log scale)",
+            log_y: true,
+            series: kl,
+        },
+        Chart {
+            file: "throughput.png",
+            title: "Throughput",
+            x_label: "step",
+            y_label: "tokens/s",
+            log_y: false,
+            series: throughput,
+        },
+    ]
+}
+
+/// The ranges that hold every point, padded so lines do not sit on the frame.
+fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
+    let pts = || chart.series.iter().flat_map(|s| s.points.iter());
+    let fold = |f: fn(&(f64, f64)) -> f64| {
+        pts().map(f).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    let (x0, x1) = fold(|p| p.0);
+    let (y0, y1) = fold(|p| p.1);
+    let x = if x1 > x0 { (x0, x1) } else { (x0 - 1.0, x1 + 1.0) };
+    let y = if chart.log_y {
+        (y0 / 2.0, y1 * 2.0)
+    } else {
+        let pad = if y1 > y0 { (y1 - y0) * 0.05 } else { y0.abs().max(1.0) * 0.1 };
+        (y0 - pad, y1 + pad)
+    };
+    (x, y)
+}
+
+fn draw(chart: &Chart, path: &Path) -> anyhow::Result<()> {
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let ((x0, x1), (y0, y1)) = bounds(chart);
+    let mut builder = ChartBuilder::on(&root);
+    builder.caption(chart.title, (FONT, 24)).margin(16).x_label_area_size(44).y_label_area_size(72);
+    let style = |i: usize| Palette99::pick(i).stroke_width(2);
+    if chart.log_y {
+        let mut c = builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?;
+        c.configure_mesh()
+            .x_desc(chart.x_label)
+            .y_desc(chart.y_label)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style((FONT, 14))
+            .draw()?;
+        for (i, s) in chart.series.iter().enumerate() {
+            c.draw_series(LineSeries::new(s.points.iter().copied(), style(i)))?
+                .label(&s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(i)));
+        }
+        legend(&mut c)?;
+    } else {
+        let mut c = builder.build_cartesian_2d(x0..x1, y0..y1)?;
+        c.configure_mesh()
+            .x_desc(chart.x_label)
+            .y_desc(chart.y_label)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .label_style((FONT, 14))
+            .draw()?;
+        for (i, s) in chart.series.iter().enumerate() {
+            c.draw_series(LineSeries::new(s.points.iter().copied(), style(i)))?
+                .label(&s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(i)));
+            // A single point draws no line: mark every point of short series.
+            if s.points.len() <= 30 {
+                c.draw_series(
+                    s.points.iter().map(|&p| Circle::new(p, 3, Palette99::pick(i).filled())),
+                )?;
+            }
+        }
+        legend(&mut c)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    c: &mut ChartContext<'a, DB, CT>,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METRICS: &str = r#"{"step":1,"role":"orchestrator","reward/mean":0.1,"reward/a/mean":0.2,"reward/b/mean":0.0,"throughput/tokens_per_s":50.0}
+{"step":1,"role":"trainer","mismatch_kl/mean":0.0,"throughput/tokens_per_s":900.0}
+{"step":0,"role":"orchestrator","eval/a/reward/mean":0.3,"eval/a/pass@1":0.2,"eval/a/pass@4":0.5}
+{"step":2,"role":"orchestrator","reward/mean":0.4,"reward/a/mean":0.5,"reward/b/mean":0.3}
+{"step":2,"role":"orchestrator","reward/mean":0.5}
+{"step":2,"role":"trainer","mismatch_kl/mean":2e-4}
+{"step":3,"role":"trai"#;
+
+    #[test]
+    fn series_per_env_last_value_per_step_and_a_floor_for_the_log_axis() {
+        let (lines, bad) = parse(METRICS);
+        assert_eq!((lines.len(), bad), (6, 1));
+        let charts = charts(&lines);
+        let get = |file: &str| charts.iter().find(|c| c.file == file).expect(file);
+        let reward = &get("reward.png").series;
+        let labels: Vec<&str> = reward.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["all", "a", "b"]);
+        // The repeated step 2 keeps its last value.
+        assert_eq!(reward[0].points, [(1.0, 0.1), (2.0, 0.5)]);
+        let eval: Vec<&str> = get("eval.png").series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(eval, ["a mean reward", "a pass@1", "a pass@4"]);
+        assert_eq!(get("mismatch_kl.png").series[0].points, [(1.0, 1e-16), (2.0, 2e-4)]);
+        let tp: Vec<&str> = get("throughput.png").series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(tp, ["trainer", "rollouts"]);
+    }
+
+    #[test]
+    fn bounds_pad_flat_and_single_point_series() {
+        let chart = |log_y, points: Vec<(f64, f64)>| Chart {
+            file: "x.png",
+            title: "",
+            x_label: "",
+            y_label: "",
+            log_y,
+            series: vec![Series { label: "s".into(), points }],
+        };
+        assert_eq!(bounds(&chart(false, vec![(3.0, 0.5)])), ((2.0, 4.0), (0.4, 0.6)));
+        assert_eq!(
+            bounds(&chart(true, vec![(1.0, 1e-4), (2.0, 1e-2)])),
+            ((1.0, 2.0), (5e-5, 2e-2))
+        );
+    }
+}
