@@ -1,0 +1,442 @@
+//! Package archives: `tar` inside `gzip`, written deterministically and read defensively.
+//!
+//! [`pack`] writes the files of a package folder (`temper_envs::package::package_files`: sorted,
+//! regular files only, `.git` and the like left out) as plain ustar entries with fixed metadata
+//! (mode 0644, owner 0:0, mtime 0, no user or group names) inside a gzip stream with no name and
+//! mtime 0, so the same files give the same bytes. The identity of a package is its content hash
+//! (`temper_envs::package::content_hash`, over paths and bytes), not the archive's bytes.
+//!
+//! [`unpack`] trusts nothing in the archive: it accepts regular files and folders only (no
+//! symbolic or hard links, devices, FIFOs or other entry types), paths made of plain components
+//! (no absolute paths, `..`, `.`, empty components, backslashes or control characters), at most
+//! [`Limits::max_files`] entries, [`Limits::max_path_bytes`] per path and
+//! [`Limits::max_unpacked_bytes`] in all — counted from the bytes actually read, not from the
+//! headers. It writes into a fresh folder next to the destination and renames it into place only
+//! when everything passed, so a refused archive leaves nothing behind.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use temper_envs::package;
+
+use crate::HubError;
+
+/// Bounds on what an archive may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The archive itself (compressed).
+    pub max_archive_bytes: u64,
+    /// The sum of the files' sizes once unpacked.
+    pub max_unpacked_bytes: u64,
+    /// Entries (files and folders).
+    pub max_files: usize,
+    /// Bytes of one relative path.
+    pub max_path_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_archive_bytes: 64 << 20,
+            max_unpacked_bytes: 256 << 20,
+            max_files: 10_000,
+            max_path_bytes: 255,
+        }
+    }
+}
+
+/// A packed package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed {
+    /// The `.tar.gz` bytes.
+    pub bytes: Vec<u8>,
+    /// `temper_envs::package::content_hash` of the folder.
+    pub content_hash: String,
+    /// Relative paths, sorted.
+    pub files: Vec<String>,
+    /// The files' total size.
+    pub unpacked_bytes: u64,
+}
+
+/// What [`unpack`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpacked {
+    /// The content hash of the unpacked folder.
+    pub content_hash: String,
+    /// Regular files written.
+    pub files: usize,
+    /// Their total size.
+    pub bytes: u64,
+}
+
+/// Packs the package folder `dir` (which must hold `environment.toml`).
+pub fn pack(dir: &Path, limits: &Limits) -> Result<Packed, HubError> {
+    if !dir.join(package::MANIFEST).is_file() {
+        return Err(HubError::invalid(format!(
+            "{}: not a package (no {} at its root)",
+            dir.display(),
+            package::MANIFEST
+        )));
+    }
+    let files = package::package_files(dir)?;
+    if files.len() > limits.max_files {
+        return Err(HubError::invalid(format!(
+            "{}: {} files; a package may hold at most {}",
+            dir.display(),
+            files.len(),
+            limits.max_files
+        )));
+    }
+    let gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), Compression::new(9));
+    let mut tar = tar::Builder::new(gz);
+    let mut total = 0u64;
+    let mut names = Vec::with_capacity(files.len());
+    for (rel, full) in &files {
+        check_path(rel, limits)
+            .map_err(|m| HubError::invalid(format!("{}: {m}", full.display())))?;
+        let data = fs::read(full).map_err(|e| HubError::io(full, e))?;
+        total += data.len() as u64;
+        if total > limits.max_unpacked_bytes {
+            return Err(HubError::invalid(format!(
+                "{}: more than {} bytes of files; the limit is {}",
+                dir.display(),
+                total,
+                limits.max_unpacked_bytes
+            )));
+        }
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(0o644);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(0);
+        header.set_size(data.len() as u64);
+        tar.append_data(&mut header, rel, data.as_slice()).map_err(|e| HubError::io(full, e))?;
+        names.push(rel.clone());
+    }
+    let gz = tar.into_inner().map_err(|e| HubError::io(dir, e))?;
+    let bytes = gz.finish().map_err(|e| HubError::io(dir, e))?;
+    if bytes.len() as u64 > limits.max_archive_bytes {
+        return Err(HubError::invalid(format!(
+            "{}: the archive is {} bytes; the limit is {}",
+            dir.display(),
+            bytes.len(),
+            limits.max_archive_bytes
+        )));
+    }
+    Ok(Packed {
+        bytes,
+        content_hash: package::content_hash(dir)?,
+        files: names,
+        unpacked_bytes: total,
+    })
+}
+
+/// A relative path an archive may hold: plain components separated by `/`.
+fn check_path(rel: &str, limits: &Limits) -> Result<(), String> {
+    if rel.is_empty() {
+        return Err("an empty path".into());
+    }
+    if rel.len() > limits.max_path_bytes {
+        return Err(format!("path of {} bytes (limit {})", rel.len(), limits.max_path_bytes));
+    }
+    if rel.starts_with('/') {
+        return Err(format!("absolute path {rel:?}"));
+    }
+    if rel.contains('\\') || rel.chars().any(char::is_control) {
+        return Err(format!("path {rel:?} holds a backslash or a control character"));
+    }
+    for part in rel.split('/') {
+        match part {
+            "" => return Err(format!("path {rel:?} has an empty component")),
+            "." | ".." => return Err(format!("path {rel:?} leaves its folder or names `.`")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks `archive` into `dest`, which must not exist yet; see the module docs for what is
+/// refused. On any error nothing is left at `dest`.
+pub fn unpack(archive: &[u8], dest: &Path, limits: &Limits) -> Result<Unpacked, HubError> {
+    if archive.len() as u64 > limits.max_archive_bytes {
+        return Err(HubError::invalid(format!(
+            "the archive is {} bytes; the limit is {}",
+            archive.len(),
+            limits.max_archive_bytes
+        )));
+    }
+    if dest.exists() {
+        return Err(HubError::invalid(format!("{} already exists", dest.display())));
+    }
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).map_err(|e| HubError::io(parent, e))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".unpacking-")
+        .tempdir_in(parent)
+        .map_err(|e| HubError::io(parent, e))?;
+    let (files, bytes) = unpack_into(archive, staging.path(), limits)?;
+    if !staging.path().join(package::MANIFEST).is_file() {
+        return Err(HubError::invalid(format!(
+            "the archive has no {} at its root",
+            package::MANIFEST
+        )));
+    }
+    let content_hash = package::content_hash(staging.path())?;
+    let staged: PathBuf = staging.keep();
+    if let Err(e) = fs::rename(&staged, dest) {
+        let _ = fs::remove_dir_all(&staged);
+        return Err(HubError::io(dest, e));
+    }
+    Ok(Unpacked { content_hash, files, bytes })
+}
+
+fn unpack_into(archive: &[u8], root: &Path, limits: &Limits) -> Result<(usize, u64), HubError> {
+    let bad = |m: String| HubError::invalid(format!("refused archive: {m}"));
+    let mut tar = tar::Archive::new(GzDecoder::new(archive));
+    let mut seen = BTreeSet::new();
+    let (mut entries, mut files, mut total) = (0usize, 0usize, 0u64);
+    for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
+        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+        entries += 1;
+        if entries > limits.max_files {
+            return Err(bad(format!("more than {} entries", limits.max_files)));
+        }
+        let raw = entry.path_bytes().into_owned();
+        let rel = String::from_utf8(raw).map_err(|_| bad("a path that is not UTF-8".into()))?;
+        let kind = entry.header().entry_type();
+        let is_dir = kind == tar::EntryType::Directory;
+        let rel_trimmed = if is_dir { rel.trim_end_matches('/') } else { rel.as_str() };
+        check_path(rel_trimmed, limits).map_err(bad)?;
+        // Belt and braces: the path must be plain components by the OS's reading too.
+        if !Path::new(rel_trimmed).components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(bad(format!("path {rel:?}")));
+        }
+        match kind {
+            tar::EntryType::Directory => {
+                let path = root.join(rel_trimmed);
+                fs::create_dir_all(&path).map_err(|e| HubError::io(&path, e))?;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                if !seen.insert(rel_trimmed.to_owned()) {
+                    return Err(bad(format!("{rel:?} appears twice")));
+                }
+                let path = root.join(rel_trimmed);
+                if let Some(dir) = path.parent() {
+                    fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
+                }
+                // Count what is read, not what the header claims.
+                let left = limits.max_unpacked_bytes - total;
+                let mut out = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(|e| HubError::io(&path, e))?;
+                let mut buf = [0u8; 64 << 10];
+                let mut reader = (&mut entry).take(left + 1);
+                loop {
+                    let n = reader.read(&mut buf).map_err(|e| bad(e.to_string()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                    if total > limits.max_unpacked_bytes {
+                        return Err(bad(format!(
+                            "it expands past {} bytes",
+                            limits.max_unpacked_bytes
+                        )));
+                    }
+                    out.write_all(&buf[..n]).map_err(|e| HubError::io(&path, e))?;
+                }
+                files += 1;
+            }
+            other => {
+                let what = match other {
+                    tar::EntryType::Symlink => "a symbolic link",
+                    tar::EntryType::Link => "a hard link",
+                    tar::EntryType::Char | tar::EntryType::Block => "a device file",
+                    tar::EntryType::Fifo => "a FIFO",
+                    _ => "an entry that is neither a file nor a folder",
+                };
+                return Err(bad(format!("{rel:?} is {what}")));
+            }
+        }
+    }
+    Ok((files, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use flate2::write::GzEncoder;
+
+    use super::*;
+
+    fn package(dir: &Path) {
+        fs::create_dir_all(dir.join("data")).unwrap();
+        fs::write(
+            dir.join("environment.toml"),
+            "[environment]\nname = \"demo\"\nversion = \"0.1.0\"\n",
+        )
+        .unwrap();
+        fs::write(dir.join("data/train.jsonl"), "{\"question\": \"q\", \"answer\": \"a\"}\n")
+            .unwrap();
+        fs::write(dir.join("README.md"), "# demo\n").unwrap();
+    }
+
+    /// An archive built by hand, entry by entry: (path, type, data, link target).
+    fn hostile(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, kind, data, link) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            // Write the name bytes directly: `set_path` itself refuses `..` and absolute paths.
+            let name = &mut h.as_old_mut().name;
+            name[..path.len()].copy_from_slice(path.as_bytes());
+            if let Some(l) = link {
+                h.set_link_name(l).unwrap();
+            }
+            h.set_cksum();
+            tar.append(&h, *data).unwrap();
+        }
+        let raw = tar.into_inner().unwrap();
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(&raw).unwrap();
+        gz.finish().unwrap()
+    }
+
+    const MANIFEST: (&str, tar::EntryType, &[u8], Option<&str>) =
+        ("environment.toml", tar::EntryType::Regular, b"[environment]\n", None);
+
+    #[test]
+    fn packing_is_deterministic_and_round_trips_with_the_same_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        package(&a);
+        package(&b);
+        // Different mtimes and creation order, same files: same bytes.
+        fs::write(b.join("README.md"), "# demo\n").unwrap();
+        let limits = Limits::default();
+        let (pa, pb) = (pack(&a, &limits).unwrap(), pack(&b, &limits).unwrap());
+        assert_eq!(pa, pb);
+        assert_eq!(pa.files, ["README.md", "data/train.jsonl", "environment.toml"]);
+        let out = tmp.path().join("out/demo");
+        let u = unpack(&pa.bytes, &out, &limits).unwrap();
+        assert_eq!((u.content_hash.as_str(), u.files), (pa.content_hash.as_str(), 3));
+        assert_eq!(fs::read_to_string(out.join("README.md")).unwrap(), "# demo\n");
+        // One changed byte changes the hash.
+        fs::write(b.join("README.md"), "# demo!\n").unwrap();
+        assert_ne!(pack(&b, &limits).unwrap().content_hash, pa.content_hash);
+    }
+
+    #[test]
+    fn hostile_archives_are_refused_and_leave_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let limits = Limits::default();
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "traversal",
+                hostile(&[MANIFEST, ("../evil.sh", tar::EntryType::Regular, b"x", None)]),
+                "leaves its folder",
+            ),
+            (
+                "nested traversal",
+                hostile(&[MANIFEST, ("data/../../evil", tar::EntryType::Regular, b"x", None)]),
+                "leaves its folder",
+            ),
+            (
+                "absolute",
+                hostile(&[MANIFEST, ("/etc/evil", tar::EntryType::Regular, b"x", None)]),
+                "absolute path",
+            ),
+            (
+                "symlink",
+                hostile(&[MANIFEST, ("link", tar::EntryType::Symlink, b"", Some("/etc/passwd"))]),
+                "symbolic link",
+            ),
+            (
+                "hard link",
+                hostile(&[MANIFEST, ("hl", tar::EntryType::Link, b"", Some("environment.toml"))]),
+                "hard link",
+            ),
+            (
+                "char device",
+                hostile(&[MANIFEST, ("tty", tar::EntryType::Char, b"", None)]),
+                "device",
+            ),
+            (
+                "block device",
+                hostile(&[MANIFEST, ("sda", tar::EntryType::Block, b"", None)]),
+                "device",
+            ),
+            ("fifo", hostile(&[MANIFEST, ("pipe", tar::EntryType::Fifo, b"", None)]), "FIFO"),
+            (
+                "duplicate",
+                hostile(&[MANIFEST, ("environment.toml", tar::EntryType::Regular, b"x", None)]),
+                "twice",
+            ),
+            (
+                "backslash",
+                hostile(&[MANIFEST, ("..\\evil", tar::EntryType::Regular, b"x", None)]),
+                "backslash",
+            ),
+            (
+                "no manifest",
+                hostile(&[("a.txt", tar::EntryType::Regular, b"x", None)]),
+                "environment.toml",
+            ),
+            ("not gzip", b"just some bytes".to_vec(), "refused archive"),
+        ];
+        for (what, bytes, expect) in cases {
+            let dest = tmp.path().join(format!("out-{}", what.replace(' ', "-")));
+            let err = unpack(&bytes, &dest, &limits).expect_err(what).to_string();
+            assert!(err.contains(expect), "{what}: {err}");
+            assert!(!dest.exists(), "{what}: nothing at the destination");
+        }
+        assert!(!tmp.path().parent().unwrap().join("evil.sh").exists());
+        // No staging folder is left behind either.
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn size_and_count_limits_count_what_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        // 8 MiB of zeros compresses to a few KiB: a small archive that expands past the limit.
+        let zeros = vec![0u8; 8 << 20];
+        let bomb = hostile(&[MANIFEST, ("zeros.bin", tar::EntryType::Regular, &zeros, None)]);
+        assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+        let limits = Limits { max_unpacked_bytes: 1 << 20, ..Limits::default() };
+        let err = unpack(&bomb, &tmp.path().join("bomb"), &limits).unwrap_err().to_string();
+        assert!(err.contains("expands past 1048576 bytes"), "{err}");
+        assert!(!tmp.path().join("bomb").exists());
+
+        let small = Limits { max_archive_bytes: 100, ..Limits::default() };
+        let err = unpack(&bomb, &tmp.path().join("big"), &small).unwrap_err().to_string();
+        assert!(err.contains("limit is 100"), "{err}");
+
+        let many: Vec<String> = (0..5).map(|i| format!("f{i}")).collect();
+        let entries: Vec<_> = std::iter::once(MANIFEST)
+            .chain(many.iter().map(|n| (n.as_str(), tar::EntryType::Regular, &b"x"[..], None)))
+            .collect();
+        let few = Limits { max_files: 4, ..Limits::default() };
+        let err = unpack(&hostile(&entries), &tmp.path().join("many"), &few).unwrap_err();
+        assert!(err.to_string().contains("more than 4 entries"), "{err}");
+    }
+
+    #[test]
+    fn packing_refuses_a_folder_without_a_manifest_and_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = pack(tmp.path(), &Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("no environment.toml"), "{err}");
+        package(tmp.path());
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("data/passwd")).unwrap();
+        let err = pack(tmp.path(), &Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("symbolic links"), "{err}");
+    }
+}

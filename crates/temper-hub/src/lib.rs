@@ -1,0 +1,50 @@
+//! The environments hub: where environment packages are published, versioned, found and
+//! installed, so a run can name `owner/name@1.2.0` and get the same task, data and reward code on
+//! every machine (`../shared/design/hub.md`).
+//!
+//! - [`archive`]: deterministic `.tar.gz` of a package folder and defensive unpacking (no links,
+//!   devices, traversal or size bombs; all or nothing);
+//! - [`reference`]: `owner/name[@requirement]` and semver resolution with yanked versions;
+//! - [`lock`]: `temper.lock`, the exact versions and content hashes a project installs.
+//!
+//! The identity of a package version is its content hash
+//! (`temper_envs::package::content_hash`), shared by push, install, verify and the server.
+
+pub mod archive;
+pub mod lock;
+pub mod reference;
+
+use std::path::{Path, PathBuf};
+
+pub use archive::{Limits, Packed, Unpacked, pack, unpack};
+pub use lock::{LOCKFILE, Locked, Lockfile};
+pub use reference::{EnvRef, Wanted, resolve};
+
+/// What can go wrong in the hub's library code.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// Input that breaks a rule (a name, a version, an archive, a limit); the message says which.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A package folder is malformed.
+    #[error(transparent)]
+    Package(#[from] temper_envs::EnvError),
+}
+
+impl HubError {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::Invalid(message.into())
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        Self::Io { path: path.to_owned(), source }
+    }
+}

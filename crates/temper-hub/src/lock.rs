@@ -1,0 +1,143 @@
+//! `temper.lock`: the exact version, content hash and download URL of every hub environment a
+//! project uses. `temper env install` writes it; with an entry present, installs take exactly
+//! that version and refuse content whose hash differs.
+//!
+//! ```toml
+//! version = 1
+//!
+//! [[env]]
+//! name = "alice/reverse-text"
+//! version = "1.2.0"
+//! content_hash = "9f2c…"   # SHA-256 hex, temper_envs::package::content_hash
+//! url = "https://hub.example/api/v1/envs/alice/reverse-text/1.2.0/archive"
+//! ```
+
+use std::path::Path;
+
+use semver::Version;
+use serde::{Deserialize, Serialize};
+
+use crate::HubError;
+
+/// The file's name.
+pub const LOCKFILE: &str = "temper.lock";
+const FORMAT: u32 = 1;
+
+/// One locked environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Locked {
+    /// `owner/name`.
+    pub name: String,
+    /// The resolved version.
+    pub version: Version,
+    /// SHA-256 hex of the package's content.
+    pub content_hash: String,
+    /// Where the archive was downloaded from.
+    pub url: String,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lockfile {
+    /// Format version (1).
+    pub version: u32,
+    /// Entries, sorted by name.
+    #[serde(default)]
+    pub env: Vec<Locked>,
+}
+
+impl Default for Lockfile {
+    fn default() -> Self {
+        Self { version: FORMAT, env: Vec::new() }
+    }
+}
+
+impl Lockfile {
+    /// Reads `path`; a missing file is an empty lockfile.
+    pub fn read(path: &Path) -> Result<Self, HubError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(HubError::io(path, e)),
+        };
+        let lock: Self = toml::from_str(&text)
+            .map_err(|e| HubError::invalid(format!("{}: {e}", path.display())))?;
+        if lock.version != FORMAT {
+            return Err(HubError::invalid(format!(
+                "{}: lockfile format {} (this temper reads {FORMAT})",
+                path.display(),
+                lock.version
+            )));
+        }
+        for l in &lock.env {
+            let hex_ok = l.content_hash.len() == 64
+                && l.content_hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex_ok {
+                return Err(HubError::invalid(format!(
+                    "{}: {}: content_hash is not a SHA-256 hex digest",
+                    path.display(),
+                    l.name
+                )));
+            }
+        }
+        Ok(lock)
+    }
+
+    /// Writes `path` atomically (a temporary file renamed over it).
+    pub fn write(&self, path: &Path) -> Result<(), HubError> {
+        let mut sorted = self.clone();
+        sorted.env.sort_by(|a, b| a.name.cmp(&b.name));
+        let body = toml::to_string_pretty(&sorted)
+            .map_err(|e| HubError::invalid(format!("cannot write the lockfile: {e}")))?;
+        let text = format!(
+            "# temper.lock: written by `temper env install`; commit it so every machine installs\n# the same environments.\n{body}"
+        );
+        let tmp = path.with_extension("lock.tmp");
+        std::fs::write(&tmp, text).map_err(|e| HubError::io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| HubError::io(path, e))
+    }
+
+    /// The entry of `owner/name`.
+    pub fn get(&self, name: &str) -> Option<&Locked> {
+        self.env.iter().find(|l| l.name == name)
+    }
+
+    /// Adds or replaces the entry of `locked.name`.
+    pub fn put(&mut self, locked: Locked) {
+        self.env.retain(|l| l.name != locked.name);
+        self.env.push(locked);
+        self.env.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_sorted_and_refuses_a_bad_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(LOCKFILE);
+        assert_eq!(Lockfile::read(&path).unwrap(), Lockfile::default());
+        let mut lock = Lockfile::default();
+        for (name, v) in [("zed/env", "1.0.0"), ("ab/cd", "0.2.0"), ("zed/env", "1.1.0")] {
+            lock.put(Locked {
+                name: name.into(),
+                version: Version::parse(v).unwrap(),
+                content_hash: "a".repeat(64),
+                url: format!("http://hub/{name}"),
+            });
+        }
+        lock.write(&path).unwrap();
+        let back = Lockfile::read(&path).unwrap();
+        let names: Vec<(&str, String)> =
+            back.env.iter().map(|l| (l.name.as_str(), l.version.to_string())).collect();
+        assert_eq!(names, [("ab/cd", "0.2.0".into()), ("zed/env", "1.1.0".into())]);
+        let text = std::fs::read_to_string(&path).unwrap().replace(&"a".repeat(64), "xyz");
+        std::fs::write(&path, text).unwrap();
+        let err = Lockfile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("ab/cd: content_hash"), "{err}");
+    }
+}
