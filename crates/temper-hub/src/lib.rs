@@ -11,8 +11,11 @@
 //! (`temper_envs::package::content_hash`), shared by push, install, verify and the server.
 
 pub mod archive;
+pub mod db;
 pub mod lock;
 pub mod reference;
+pub mod server;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +40,24 @@ pub enum HubError {
     /// A package folder is malformed.
     #[error(transparent)]
     Package(#[from] temper_envs::EnvError),
+    /// The database failed or holds something unexpected.
+    #[error("database: {0}")]
+    Database(String),
+    /// The object store failed.
+    #[error("archive storage: {0}")]
+    Storage(String),
+    /// The thing exists with other content (a published version, a user).
+    #[error("{0}")]
+    Conflict(String),
+    /// No such thing (or not visible to the caller).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Authenticated, but not allowed.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// No valid token.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
 }
 
 impl HubError {

@@ -1,0 +1,575 @@
+//! The hub's metadata: users, tokens, environments and versions, in SQLite (a file, the default)
+//! or Postgres, through `sqlx`'s `Any` driver so one set of queries and one migration serve both.
+//!
+//! Tokens are random 32-byte secrets shown once; only their SHA-256 is stored (a fast hash is
+//! enough for secrets with 256 bits of entropy). A version row is inserted in the same
+//! transaction that makes its archive visible (see [`Db::publish`]), so readers never see a
+//! version without its archive.
+
+use std::future::Future;
+
+use rand::RngCore;
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+use crate::HubError;
+
+/// What a token lets its holder do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// See the owner's private environments.
+    Read,
+    /// Publish and yank under the owner's namespace (implies read).
+    Publish,
+}
+
+impl Scope {
+    /// Parses `read` or `publish`.
+    pub fn parse(s: &str) -> Result<Self, HubError> {
+        match s.trim() {
+            "read" => Ok(Self::Read),
+            "publish" => Ok(Self::Publish),
+            other => {
+                Err(HubError::invalid(format!("unknown scope `{other}`; expected read or publish")))
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Publish => "publish",
+        }
+    }
+}
+
+/// The holder of a valid token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The user.
+    pub user: String,
+    /// The token's id.
+    pub token_id: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+}
+
+impl Principal {
+    /// Whether the token carries `scope` (publish implies read).
+    pub fn can(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+            || (scope == Scope::Read && self.scopes.contains(&Scope::Publish))
+    }
+}
+
+/// A token as listed (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// Its id.
+    pub id: String,
+    /// Its scopes.
+    pub scopes: Vec<Scope>,
+    /// What the user called it.
+    pub label: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds, when revoked.
+    pub revoked_at: Option<i64>,
+}
+
+/// One file of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 hex of its bytes.
+    pub sha256: String,
+}
+
+/// An environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvRow {
+    /// Namespace.
+    pub owner: String,
+    /// Name.
+    pub name: String,
+    /// Visible only to its owner.
+    pub private: bool,
+    /// The newest version's description.
+    pub description: String,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+/// A published version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionRow {
+    /// Namespace.
+    pub owner: String,
+    /// Name.
+    pub name: String,
+    /// Semver.
+    pub version: Version,
+    /// SHA-256 hex over the package's files.
+    pub content_hash: String,
+    /// Where the archive is in the object store.
+    #[serde(skip)]
+    pub archive_key: String,
+    /// Archive size.
+    pub archive_bytes: u64,
+    /// The files.
+    pub files: Vec<FileEntry>,
+    /// README.md (or empty).
+    pub readme: String,
+    /// From environment.toml.
+    pub description: String,
+    /// Hidden from resolution (an exact pin still installs it).
+    pub yanked: bool,
+    /// Unix seconds.
+    pub published_at: i64,
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// A new version.
+    Created,
+    /// The same version with the same content existed: nothing changed.
+    Unchanged,
+}
+
+/// The database.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    sqlite: bool,
+    /// SQLite allows one writer: publishes queue here instead of failing with "database locked".
+    write: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the shape map_err wants")]
+fn db_err(e: sqlx::Error) -> HubError {
+    HubError::Database(e.to_string())
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite://FILE` or `postgres://…`) and brings the schema up to date.
+    pub async fn open(url: &str) -> Result<Self, HubError> {
+        sqlx::any::install_default_drivers();
+        let sqlite = url.starts_with("sqlite:");
+        let postgres = url.starts_with("postgres:") || url.starts_with("postgresql:");
+        if !sqlite && !postgres {
+            return Err(HubError::invalid(format!(
+                "database URL `{url}`: expected sqlite://FILE or postgres://…"
+            )));
+        }
+        let url =
+            if sqlite && !url.contains('?') { format!("{url}?mode=rwc") } else { url.to_owned() };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if sqlite { 4 } else { 16 })
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(|e| HubError::Database(format!("cannot open {url}: {e}")))?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| HubError::Database(format!("migrating {url}: {e}")))?;
+        Ok(Self { pool, sqlite, write: Default::default() })
+    }
+
+    /// The SQLite database of a data folder (`DIR/hub.db`).
+    pub async fn open_dir(dir: &std::path::Path) -> Result<Self, HubError> {
+        std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
+        Self::open(&format!("sqlite://{}", dir.join("hub.db").display())).await
+    }
+
+    /// Whether this is SQLite.
+    pub fn is_sqlite(&self) -> bool {
+        self.sqlite
+    }
+
+    /// Adds a user.
+    pub async fn add_user(&self, name: &str) -> Result<(), HubError> {
+        if !crate::reference::valid_name(name) {
+            return Err(HubError::invalid(format!(
+                "user name `{name}`: 2-64 of a-z, 0-9 and -, starting with a letter or digit"
+            )));
+        }
+        let _w = self.write.lock().await;
+        sqlx::query("INSERT INTO users (name, created_at) VALUES ($1, $2)")
+            .bind(name)
+            .bind(now())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    HubError::Conflict(format!("user `{name}` exists"))
+                } else {
+                    db_err(e)
+                }
+            })?;
+        Ok(())
+    }
+
+    /// Whether a user exists.
+    pub async fn user_exists(&self, name: &str) -> Result<bool, HubError> {
+        let row = sqlx::query("SELECT name FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(row.is_some())
+    }
+
+    /// Creates a token for `user`; returns (id, secret). The secret is not stored.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        scopes: &[Scope],
+        label: &str,
+    ) -> Result<(String, String), HubError> {
+        if scopes.is_empty() {
+            return Err(HubError::invalid("a token needs at least one scope"));
+        }
+        if label.len() > 200 {
+            return Err(HubError::invalid("a token label is at most 200 bytes"));
+        }
+        if !self.user_exists(user).await? {
+            return Err(HubError::NotFound(format!("user `{user}`")));
+        }
+        let mut raw = [0u8; 32];
+        rand::rng().fill_bytes(&mut raw);
+        let secret = format!("thub_{}", hex::encode(raw));
+        let mut id = [0u8; 6];
+        rand::rng().fill_bytes(&mut id);
+        let id = hex::encode(id);
+        let scopes_text: Vec<&str> = scopes.iter().map(|s| s.name()).collect();
+        let _w = self.write.lock().await;
+        sqlx::query(
+            "INSERT INTO tokens (id, user_name, hash, scopes, label, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, NULL)",
+        )
+        .bind(&id)
+        .bind(user)
+        .bind(sha256_hex(secret.as_bytes()))
+        .bind(scopes_text.join(","))
+        .bind(label)
+        .bind(now())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok((id, secret))
+    }
+
+    /// The holder of `secret`, if it is a live token.
+    pub async fn authenticate(&self, secret: &str) -> Result<Option<Principal>, HubError> {
+        if !secret.starts_with("thub_") || secret.len() > 128 {
+            return Ok(None);
+        }
+        let row = sqlx::query(
+            "SELECT id, user_name, scopes FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(sha256_hex(secret.as_bytes()))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else { return Ok(None) };
+        let scopes: String = row.try_get("scopes").map_err(db_err)?;
+        Ok(Some(Principal {
+            user: row.try_get("user_name").map_err(db_err)?,
+            token_id: row.try_get("id").map_err(db_err)?,
+            scopes: scopes.split(',').filter_map(|s| Scope::parse(s).ok()).collect(),
+        }))
+    }
+
+    /// `user`'s tokens.
+    pub async fn list_tokens(&self, user: &str) -> Result<Vec<TokenInfo>, HubError> {
+        let rows = sqlx::query(
+            "SELECT id, scopes, label, created_at, revoked_at FROM tokens WHERE user_name = $1 ORDER BY created_at, id",
+        )
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                let scopes: String = r.try_get("scopes")?;
+                Ok(TokenInfo {
+                    id: r.try_get("id")?,
+                    scopes: scopes.split(',').filter_map(|s| Scope::parse(s).ok()).collect(),
+                    label: r.try_get("label")?,
+                    created_at: r.try_get("created_at")?,
+                    revoked_at: r.try_get("revoked_at")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db_err)
+    }
+
+    /// Revokes `user`'s token `id`; false when there is no such live token.
+    pub async fn revoke_token(&self, user: &str, id: &str) -> Result<bool, HubError> {
+        let _w = self.write.lock().await;
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND user_name = $3 AND revoked_at IS NULL",
+        )
+        .bind(now())
+        .bind(id)
+        .bind(user)
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Publishes `row` (a new version of `owner/name`, creating the environment on its first
+    /// version with `private`). Inside the transaction, once the row is in, `make_visible` puts the
+    /// archive at `row.archive_key`; the commit follows only if it succeeded. The same version
+    /// with the same content hash is [`Published::Unchanged`]; with another hash, a conflict.
+    pub async fn publish<F, Fut>(
+        &self,
+        row: &VersionRow,
+        private: bool,
+        make_visible: F,
+    ) -> Result<Published, HubError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<(), HubError>>,
+    {
+        let _w = self.write.lock().await;
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        let existing = sqlx::query(
+            "SELECT content_hash FROM versions WHERE owner = $1 AND name = $2 AND version = $3",
+        )
+        .bind(&row.owner)
+        .bind(&row.name)
+        .bind(row.version.to_string())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if let Some(existing) = existing {
+            let hash: String = existing.try_get("content_hash").map_err(db_err)?;
+            return if hash == row.content_hash {
+                Ok(Published::Unchanged)
+            } else {
+                Err(HubError::Conflict(format!(
+                    "{}/{}@{} is already published with content {hash}; versions are immutable, publish a new version",
+                    row.owner, row.name, row.version
+                )))
+            };
+        }
+        let env = sqlx::query("SELECT owner FROM envs WHERE owner = $1 AND name = $2")
+            .bind(&row.owner)
+            .bind(&row.name)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if env.is_none() {
+            sqlx::query(
+                "INSERT INTO envs (owner, name, private, description, created_at) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&row.owner)
+            .bind(&row.name)
+            .bind(i64::from(private))
+            .bind(&row.description)
+            .bind(now())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        } else {
+            sqlx::query("UPDATE envs SET description = $1 WHERE owner = $2 AND name = $3")
+                .bind(&row.description)
+                .bind(&row.owner)
+                .bind(&row.name)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
+        let files = serde_json::to_string(&row.files)
+            .map_err(|e| HubError::invalid(format!("file list: {e}")))?;
+        sqlx::query(
+            "INSERT INTO versions (owner, name, version, content_hash, archive_key, archive_bytes, files, readme, description, yanked, published_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10)",
+        )
+        .bind(&row.owner)
+        .bind(&row.name)
+        .bind(row.version.to_string())
+        .bind(&row.content_hash)
+        .bind(&row.archive_key)
+        .bind(row.archive_bytes as i64)
+        .bind(files)
+        .bind(&row.readme)
+        .bind(&row.description)
+        .bind(now())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                HubError::Conflict(format!(
+                    "{}/{}@{} was published concurrently; retry to compare contents",
+                    row.owner, row.name, row.version
+                ))
+            } else {
+                db_err(e)
+            }
+        })?;
+        make_visible().await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(Published::Created)
+    }
+
+    /// An environment.
+    pub async fn env(&self, owner: &str, name: &str) -> Result<Option<EnvRow>, HubError> {
+        let row = sqlx::query(
+            "SELECT owner, name, private, description, created_at FROM envs WHERE owner = $1 AND name = $2",
+        )
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| env_row(&r)).transpose().map_err(db_err)
+    }
+
+    /// Environments whose owner or name or description contains `query` (any case), visible to
+    /// `viewer` (public ones, and the viewer's own private ones), by owner and name.
+    pub async fn search(
+        &self,
+        query: &str,
+        viewer: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<EnvRow>, HubError> {
+        let escaped: String = query
+            .to_lowercase()
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let pattern = format!("%{escaped}%");
+        let rows = sqlx::query(
+            "SELECT owner, name, private, description, created_at FROM envs \
+             WHERE (private = 0 OR owner = $1) \
+             AND (LOWER(owner) LIKE $2 ESCAPE '\\' OR LOWER(name) LIKE $2 ESCAPE '\\' OR LOWER(description) LIKE $2 ESCAPE '\\') \
+             ORDER BY owner, name LIMIT $3 OFFSET $4",
+        )
+        .bind(viewer.unwrap_or(""))
+        .bind(pattern)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter().map(env_row).collect::<Result<_, _>>().map_err(db_err)
+    }
+
+    /// Every version of `owner/name`, oldest first by semver.
+    pub async fn versions(&self, owner: &str, name: &str) -> Result<Vec<VersionRow>, HubError> {
+        let rows = sqlx::query(
+            "SELECT owner, name, version, content_hash, archive_key, archive_bytes, files, readme, description, yanked, published_at FROM versions WHERE owner = $1 AND name = $2",
+        )
+        .bind(owner)
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let mut out: Vec<VersionRow> = rows.iter().map(version_row).collect::<Result<_, _>>()?;
+        out.sort_by(|a, b| a.version.cmp(&b.version));
+        Ok(out)
+    }
+
+    /// Sets or clears `yanked`; false when there is no such version.
+    pub async fn set_yanked(
+        &self,
+        owner: &str,
+        name: &str,
+        version: &Version,
+        yanked: bool,
+    ) -> Result<bool, HubError> {
+        let _w = self.write.lock().await;
+        let done = sqlx::query(
+            "UPDATE versions SET yanked = $1 WHERE owner = $2 AND name = $3 AND version = $4",
+        )
+        .bind(i64::from(yanked))
+        .bind(owner)
+        .bind(name)
+        .bind(version.to_string())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Counts for `/metrics`: (users, environments, versions).
+    pub async fn counts(&self) -> Result<(i64, i64, i64), HubError> {
+        let one = |sql: &'static str| async move {
+            let row = sqlx::query(sql).fetch_one(&self.pool).await.map_err(db_err)?;
+            row.try_get::<i64, _>(0).map_err(db_err)
+        };
+        Ok((
+            one("SELECT COUNT(*) FROM users").await?,
+            one("SELECT COUNT(*) FROM envs").await?,
+            one("SELECT COUNT(*) FROM versions").await?,
+        ))
+    }
+}
+
+fn env_row(r: &AnyRow) -> Result<EnvRow, sqlx::Error> {
+    Ok(EnvRow {
+        owner: r.try_get("owner")?,
+        name: r.try_get("name")?,
+        private: r.try_get::<i64, _>("private")? != 0,
+        description: r.try_get("description")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+fn version_row(r: &AnyRow) -> Result<VersionRow, HubError> {
+    let text: String = r.try_get("version").map_err(db_err)?;
+    let files: String = r.try_get("files").map_err(db_err)?;
+    Ok(VersionRow {
+        owner: r.try_get("owner").map_err(db_err)?,
+        name: r.try_get("name").map_err(db_err)?,
+        version: Version::parse(&text)
+            .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?,
+        content_hash: r.try_get("content_hash").map_err(db_err)?,
+        archive_key: r.try_get("archive_key").map_err(db_err)?,
+        archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,
+        files: serde_json::from_str(&files)
+            .map_err(|e| HubError::Database(format!("stored file list: {e}")))?,
+        readme: r.try_get("readme").map_err(db_err)?,
+        description: r.try_get("description").map_err(db_err)?,
+        yanked: r.try_get::<i64, _>("yanked").map_err(db_err)? != 0,
+        published_at: r.try_get("published_at").map_err(db_err)?,
+    })
+}

@@ -1,0 +1,607 @@
+//! The registry server (`temper hub serve`): a REST API under `/api/v1`, `/health` and
+//! Prometheus `/metrics`.
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/v1/envs?q=&limit=&offset=` | search visible environments |
+//! | GET | `/api/v1/envs/{owner}/{name}` | an environment and its versions |
+//! | GET | `/api/v1/envs/{owner}/{name}/resolve?req=^1.2` | the version a requirement picks |
+//! | POST | `/api/v1/envs/{owner}/{name}/versions[?private=true]` | publish (body: the `.tar.gz`; the first version sets the visibility) |
+//! | GET | `/api/v1/envs/{owner}/{name}/versions/{version}/archive` | download |
+//! | POST | `/api/v1/envs/{owner}/{name}/versions/{version}/yank` | `{"yanked": bool}` |
+//! | GET, POST | `/api/v1/tokens` | list, create (`{"scopes": [...], "label": ""}`) |
+//! | DELETE | `/api/v1/tokens/{id}` | revoke |
+//! | GET | `/api/v1/whoami` | the token's user and scopes |
+//!
+//! Tokens come as `Authorization: Bearer thub_…`. Reading public environments needs none;
+//! private ones are visible only to their owner (a token with `read` or `publish`); publishing and
+//! yanking need `publish` and happen only under the token's own namespace. Errors are JSON
+//! `{"error": "…"}` with 400, 401, 403, 404, 409, 413, 422 or 429. Bodies are capped at the archive
+//! limit; each client address gets a token bucket of requests.
+
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::db::{Db, FileEntry, Principal, Published, Scope, VersionRow};
+use crate::reference::{EnvRef, Wanted, resolve};
+use crate::store::Archives;
+use crate::{HubError, Limits};
+
+/// Longest README kept for the web page.
+const MAX_README: usize = 256 << 10;
+
+/// How the server is set up.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// Data folder: `hub.db` (unless `database`) and `archives/` (unless `storage`).
+    pub data: PathBuf,
+    /// `sqlite://FILE` or `postgres://…`; default `sqlite://DATA/hub.db`.
+    pub database: Option<String>,
+    /// `s3://bucket/prefix` or a folder; default `DATA/archives`.
+    pub storage: Option<String>,
+    /// Archive limits (the body limit is `max_archive_bytes`).
+    pub limits: Limits,
+    /// Requests per second per client address (a token bucket).
+    pub rate_per_s: u32,
+    /// Burst size of the bucket.
+    pub burst: u32,
+    /// The URL clients reach the server at, for download links (default from the Host header).
+    pub public_url: Option<String>,
+}
+
+impl HubConfig {
+    /// Defaults for a data folder.
+    pub fn new(data: impl Into<PathBuf>) -> Self {
+        Self {
+            data: data.into(),
+            database: None,
+            storage: None,
+            limits: Limits::default(),
+            rate_per_s: 100,
+            burst: 200,
+            public_url: None,
+        }
+    }
+}
+
+type Limiter = governor::DefaultKeyedRateLimiter<IpAddr>;
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    publishes: AtomicU64,
+    unchanged: AtomicU64,
+    conflicts: AtomicU64,
+    downloads: AtomicU64,
+    refused: AtomicU64,
+    limited: AtomicU64,
+}
+
+/// The running hub's state.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    /// Metadata.
+    pub db: Db,
+    /// Archives.
+    pub archives: Archives,
+    cfg: Arc<HubConfig>,
+    counters: Arc<Counters>,
+    limiter: Arc<Limiter>,
+}
+
+impl Hub {
+    /// Opens the database (migrating it) and the archive store.
+    pub async fn open(cfg: HubConfig) -> Result<Self, HubError> {
+        let db = match &cfg.database {
+            Some(url) => Db::open(url).await?,
+            None => Db::open_dir(&cfg.data).await?,
+        };
+        let archives = match &cfg.storage {
+            Some(url) => Archives::open(url)?,
+            None => Archives::local(&cfg.data.join("archives"))?,
+        };
+        let rate = NonZeroU32::new(cfg.rate_per_s.max(1)).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(cfg.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        let limiter =
+            governor::RateLimiter::keyed(governor::Quota::per_second(rate).allow_burst(burst));
+        Ok(Self {
+            db,
+            archives,
+            cfg: Arc::new(cfg),
+            counters: Arc::default(),
+            limiter: Arc::new(limiter),
+        })
+    }
+
+    /// The token's holder, if any; an invalid token is an error (not anonymous).
+    async fn principal(&self, headers: &HeaderMap) -> Result<Option<Principal>, HubError> {
+        let Some(value) = headers.get(header::AUTHORIZATION) else { return Ok(None) };
+        let secret =
+            value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).ok_or_else(|| {
+                HubError::Unauthorized("expected Authorization: Bearer TOKEN".into())
+            })?;
+        match self.db.authenticate(secret.trim()).await? {
+            Some(p) => Ok(Some(p)),
+            None => Err(HubError::Unauthorized("unknown or revoked token".into())),
+        }
+    }
+
+    async fn require(&self, headers: &HeaderMap, scope: Scope) -> Result<Principal, HubError> {
+        let who = self.principal(headers).await?.ok_or_else(|| {
+            HubError::Unauthorized("this needs a token (TEMPER_HUB_TOKEN)".into())
+        })?;
+        if !who.can(scope) {
+            return Err(HubError::Forbidden(format!("the token lacks the {scope:?} scope")));
+        }
+        Ok(who)
+    }
+
+    fn viewer<'a>(&self, who: &'a Option<Principal>) -> Option<&'a str> {
+        who.as_ref().filter(|p| p.can(Scope::Read)).map(|p| p.user.as_str())
+    }
+
+    /// The environment, if `viewer` may see it (a private one looks absent to others).
+    async fn visible(
+        &self,
+        owner: &str,
+        name: &str,
+        viewer: Option<&str>,
+    ) -> Result<crate::db::EnvRow, HubError> {
+        match self.db.env(owner, name).await? {
+            Some(env) if !env.private || viewer == Some(owner) => Ok(env),
+            _ => Err(HubError::NotFound(format!("{owner}/{name}"))),
+        }
+    }
+
+    fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(url) = &self.cfg.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+        format!("http://{host}")
+    }
+}
+
+/// An error as an HTTP response.
+#[derive(Debug)]
+pub struct ApiError(HubError);
+
+impl From<HubError> for ApiError {
+    fn from(e: HubError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self.0 {
+            HubError::Invalid(_) => StatusCode::BAD_REQUEST,
+            HubError::Package(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            HubError::Conflict(_) => StatusCode::CONFLICT,
+            HubError::NotFound(_) => StatusCode::NOT_FOUND,
+            HubError::Forbidden(_) => StatusCode::FORBIDDEN,
+            HubError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            HubError::Io { .. } | HubError::Database(_) | HubError::Storage(_) => {
+                tracing::error!("{}", self.0);
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        (status, axum::Json(json!({"error": self.0.to_string()}))).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The routes (the caller adds `into_make_service_with_connect_info::<SocketAddr>()` for the
+/// per-address rate limit; without it every client shares one bucket).
+pub fn router(hub: Hub) -> Router {
+    let body_limit = usize::try_from(hub.cfg.limits.max_archive_bytes).unwrap_or(usize::MAX);
+    Router::new()
+        .route("/health", get(|| async { axum::Json(json!({"status": "ok"})) }))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/whoami", get(whoami))
+        .route("/api/v1/envs", get(search))
+        .route("/api/v1/envs/{owner}/{name}", get(show))
+        .route("/api/v1/envs/{owner}/{name}/resolve", get(resolve_route))
+        .route("/api/v1/envs/{owner}/{name}/versions", post(publish))
+        .route("/api/v1/envs/{owner}/{name}/versions/{version}/archive", get(download))
+        .route("/api/v1/envs/{owner}/{name}/versions/{version}/yank", post(yank))
+        .route("/api/v1/tokens", get(list_tokens).post(create_token))
+        .route("/api/v1/tokens/{id}", delete(revoke_token))
+        .layer(middleware::from_fn_with_state(hub.clone(), limit_rate))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(hub)
+}
+
+/// Serves on `listener` until `shutdown` resolves.
+pub async fn serve(
+    hub: Hub,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(hub).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn limit_rate(State(hub): State<Hub>, req: Request, next: Next) -> Response {
+    hub.counters.requests.fetch_add(1, Ordering::Relaxed);
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+    if hub.limiter.check_key(&ip).is_err() {
+        hub.counters.limited.fetch_add(1, Ordering::Relaxed);
+        let mut resp = (
+            StatusCode::TOO_MANY_REQUESTS,
+            axum::Json(
+                json!({"error": format!("more than {} requests/s from {ip}", hub.cfg.rate_per_s)}),
+            ),
+        )
+            .into_response();
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return resp;
+    }
+    next.run(req).await
+}
+
+async fn metrics(State(hub): State<Hub>) -> ApiResult<Response> {
+    let (users, envs, versions) = hub.db.counts().await?;
+    let c = &hub.counters;
+    let mut out = String::new();
+    let mut put = |name: &str, kind: &str, help: &str, v: f64| {
+        out.push_str(&format!(
+            "# HELP temper_hub_{name} {help}\n# TYPE temper_hub_{name} {kind}\n"
+        ));
+        out.push_str(&format!("temper_hub_{name} {v}\n"));
+    };
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+    put("requests_total", "counter", "HTTP requests", n(&c.requests));
+    put("publishes_total", "counter", "New versions published", n(&c.publishes));
+    put("publishes_unchanged_total", "counter", "Publishes of identical content", n(&c.unchanged));
+    put("publish_conflicts_total", "counter", "Publishes refused with 409", n(&c.conflicts));
+    put("publishes_refused_total", "counter", "Archives refused as invalid", n(&c.refused));
+    put("downloads_total", "counter", "Archives served", n(&c.downloads));
+    put("rate_limited_total", "counter", "Requests answered 429", n(&c.limited));
+    put("users", "gauge", "Users", users as f64);
+    put("environments", "gauge", "Environments", envs as f64);
+    put("versions", "gauge", "Published versions", versions as f64);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
+}
+
+async fn whoami(State(hub): State<Hub>, headers: HeaderMap) -> ApiResult<axum::Json<Value>> {
+    let who = hub.require(&headers, Scope::Read).await?;
+    Ok(axum::Json(json!({"user": who.user, "token_id": who.token_id, "scopes": who.scopes})))
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+async fn search(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Query(q): Query<SearchQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    if q.q.len() > 200 {
+        return Err(HubError::invalid("q is at most 200 bytes").into());
+    }
+    let who = hub.principal(&headers).await?;
+    let limit = q.limit.unwrap_or(50).clamp(1, 200);
+    let envs = hub.db.search(&q.q, hub.viewer(&who), limit, q.offset.unwrap_or(0).max(0)).await?;
+    let mut out = Vec::with_capacity(envs.len());
+    for e in envs {
+        let versions = hub.db.versions(&e.owner, &e.name).await?;
+        let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
+        out.push(json!({
+            "owner": e.owner, "name": e.name, "description": e.description,
+            "private": e.private, "latest": latest.map(|v| v.to_string()),
+        }));
+    }
+    Ok(axum::Json(json!({"envs": out})))
+}
+
+async fn show(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let who = hub.principal(&headers).await?;
+    let env = hub.visible(&owner, &name, hub.viewer(&who)).await?;
+    let versions = hub.db.versions(&owner, &name).await?;
+    let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
+    Ok(axum::Json(
+        json!({"env": env, "latest": latest.map(|v| v.to_string()), "versions": versions}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct ResolveQuery {
+    req: Option<String>,
+}
+
+async fn resolve_route(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name)): Path<(String, String)>,
+    Query(q): Query<ResolveQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    let spec = match q.req.as_deref().filter(|r| !r.is_empty()) {
+        Some(r) => format!("{owner}/{name}@{r}"),
+        None => format!("{owner}/{name}"),
+    };
+    let reference: EnvRef = spec.parse()?;
+    let who = hub.principal(&headers).await?;
+    hub.visible(&owner, &name, hub.viewer(&who)).await?;
+    let versions = hub.db.versions(&owner, &name).await?;
+    let picked = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &reference.wanted)
+        .ok_or_else(|| {
+            HubError::NotFound(format!("no version of {owner}/{name} matches {reference}"))
+        })?;
+    let v = versions.iter().find(|v| v.version == picked).ok_or(HubError::NotFound(spec))?;
+    let url = format!(
+        "{}/api/v1/envs/{owner}/{name}/versions/{}/archive",
+        hub.base_url(&headers),
+        v.version
+    );
+    Ok(axum::Json(json!({
+        "name": format!("{owner}/{name}"), "version": v.version.to_string(),
+        "content_hash": v.content_hash, "yanked": v.yanked, "url": url,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+struct PublishQuery {
+    #[serde(default)]
+    private: bool,
+}
+
+/// What a valid archive holds, read from a staging copy.
+struct Checked {
+    version: semver::Version,
+    description: String,
+    content_hash: String,
+    files: Vec<FileEntry>,
+    readme: String,
+}
+
+fn check_archive(bytes: &[u8], name: &str, limits: &Limits) -> Result<Checked, HubError> {
+    let staging = tempfile::tempdir().map_err(|e| HubError::io(FsPath::new("/tmp"), e))?;
+    let dir = staging.path().join("pkg");
+    let unpacked = crate::archive::unpack(bytes, &dir, limits)?;
+    let manifest = temper_envs::package::read_manifest(&dir)?;
+    if manifest.environment.name != name {
+        return Err(HubError::invalid(format!(
+            "environment.toml names `{}` but this is the URL of `{name}`",
+            manifest.environment.name
+        )));
+    }
+    let version = semver::Version::parse(&manifest.environment.version)
+        .map_err(|e| HubError::invalid(format!("environment.version: {e}")))?;
+    let mut files = Vec::new();
+    for (rel, full) in temper_envs::package::package_files(&dir)? {
+        let data = std::fs::read(&full).map_err(|e| HubError::io(&full, e))?;
+        files.push(FileEntry {
+            path: rel,
+            bytes: data.len() as u64,
+            sha256: hex::encode(Sha256::digest(&data)),
+        });
+    }
+    let readme = std::fs::read(dir.join("README.md"))
+        .map(|b| String::from_utf8_lossy(&b[..b.len().min(MAX_README)]).into_owned())
+        .unwrap_or_default();
+    Ok(Checked {
+        version,
+        description: manifest.environment.description,
+        content_hash: unpacked.content_hash,
+        files,
+        readme,
+    })
+}
+
+async fn publish(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name)): Path<(String, String)>,
+    Query(q): Query<PublishQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let who = hub.require(&headers, Scope::Publish).await?;
+    if who.user != owner {
+        return Err(HubError::Forbidden(format!(
+            "`{}` publishes only under {}/, not {owner}/",
+            who.user, who.user
+        ))
+        .into());
+    }
+    if !crate::reference::valid_name(&name) {
+        return Err(HubError::invalid(format!("environment name `{name}`")).into());
+    }
+    // The archive is unpacked and checked before anything is stored.
+    let limits = hub.cfg.limits;
+    let body_for_check = body.clone();
+    let name_for_check = name.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        check_archive(&body_for_check, &name_for_check, &limits)
+    })
+    .await
+    .map_err(|e| HubError::invalid(format!("checking the archive: {e}")))?;
+    let checked = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            hub.counters.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(e.into());
+        }
+    };
+    let final_key = Archives::key_for(&owner, &name, &checked.version, &checked.content_hash);
+    let row = VersionRow {
+        owner: owner.clone(),
+        name: name.clone(),
+        version: checked.version.clone(),
+        content_hash: checked.content_hash.clone(),
+        archive_key: final_key.clone(),
+        archive_bytes: body.len() as u64,
+        files: checked.files,
+        readme: checked.readme,
+        description: checked.description,
+        yanked: false,
+        published_at: 0,
+    };
+    let tmp = hub.archives.put_temp(body.to_vec()).await?;
+    let archives = hub.archives.clone();
+    let (from, to) = (tmp.clone(), final_key.clone());
+    let outcome =
+        hub.db.publish(&row, q.private, || async move { archives.rename(&from, &to).await }).await;
+    // After a commit the temporary object is gone (renamed); otherwise remove it.
+    if !matches!(outcome, Ok(Published::Created)) {
+        let _ = hub.archives.delete(&tmp).await;
+    }
+    let status = match outcome {
+        Ok(Published::Created) => {
+            hub.counters.publishes.fetch_add(1, Ordering::Relaxed);
+            tracing::info!("published {owner}/{name}@{} ({})", row.version, row.content_hash);
+            StatusCode::CREATED
+        }
+        Ok(Published::Unchanged) => {
+            hub.counters.unchanged.fetch_add(1, Ordering::Relaxed);
+            StatusCode::OK
+        }
+        Err(e) => {
+            if matches!(e, HubError::Conflict(_)) {
+                hub.counters.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(e.into());
+        }
+    };
+    let body = json!({
+        "name": format!("{owner}/{name}"), "version": row.version.to_string(),
+        "content_hash": row.content_hash, "created": status == StatusCode::CREATED,
+    });
+    Ok((status, axum::Json(body)).into_response())
+}
+
+async fn version_row(
+    hub: &Hub,
+    headers: &HeaderMap,
+    owner: &str,
+    name: &str,
+    version: &str,
+) -> Result<VersionRow, HubError> {
+    let who = hub.principal(headers).await?;
+    hub.visible(owner, name, hub.viewer(&who)).await?;
+    let wanted = semver::Version::parse(version)
+        .map_err(|e| HubError::invalid(format!("version `{version}`: {e}")))?;
+    hub.db
+        .versions(owner, name)
+        .await?
+        .into_iter()
+        .find(|v| v.version == wanted)
+        .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{version}")))
+}
+
+async fn download(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name, version)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    let v = version_row(&hub, &headers, &owner, &name, &version).await?;
+    let bytes = hub.archives.get(&v.archive_key).await?;
+    hub.counters.downloads.fetch_add(1, Ordering::Relaxed);
+    let mut resp = bytes.into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/gzip"));
+    if let Ok(hash) = HeaderValue::from_str(&v.content_hash) {
+        h.insert("x-temper-content-hash", hash);
+    }
+    Ok(resp)
+}
+
+#[derive(Debug, Deserialize)]
+struct YankBody {
+    #[serde(default = "yes")]
+    yanked: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+async fn yank(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name, version)): Path<(String, String, String)>,
+    body: Option<axum::Json<YankBody>>,
+) -> ApiResult<axum::Json<Value>> {
+    let who = hub.require(&headers, Scope::Publish).await?;
+    if who.user != owner {
+        return Err(
+            HubError::Forbidden(format!("`{}` cannot yank under {owner}/", who.user)).into()
+        );
+    }
+    let yanked = body.is_none_or(|b| b.yanked);
+    let v = semver::Version::parse(&version)
+        .map_err(|e| HubError::invalid(format!("version `{version}`: {e}")))?;
+    if !hub.db.set_yanked(&owner, &name, &v, yanked).await? {
+        return Err(HubError::NotFound(format!("{owner}/{name}@{version}")).into());
+    }
+    Ok(axum::Json(json!({"name": format!("{owner}/{name}"), "version": version, "yanked": yanked})))
+}
+
+async fn list_tokens(State(hub): State<Hub>, headers: HeaderMap) -> ApiResult<axum::Json<Value>> {
+    let who = hub.require(&headers, Scope::Read).await?;
+    Ok(axum::Json(json!({"tokens": hub.db.list_tokens(&who.user).await?})))
+}
+
+#[derive(Debug, Deserialize)]
+struct NewToken {
+    scopes: Vec<String>,
+    #[serde(default)]
+    label: String,
+}
+
+async fn create_token(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<NewToken>,
+) -> ApiResult<Response> {
+    let who = hub.require(&headers, Scope::Read).await?;
+    let scopes: Vec<Scope> =
+        body.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?;
+    // A token never mints one with more rights than itself.
+    if scopes.contains(&Scope::Publish) && !who.can(Scope::Publish) {
+        return Err(HubError::Forbidden("a read token cannot create a publish token".into()).into());
+    }
+    let (id, secret) = hub.db.create_token(&who.user, &scopes, &body.label).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"id": id, "token": secret, "scopes": scopes})))
+        .into_response())
+}
+
+async fn revoke_token(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    let who = hub.require(&headers, Scope::Read).await?;
+    if !hub.db.revoke_token(&who.user, &id).await? {
+        return Err(HubError::NotFound(format!("token {id}")).into());
+    }
+    Ok(axum::Json(json!({"revoked": id})))
+}

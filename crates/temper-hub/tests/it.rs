@@ -1,0 +1,282 @@
+//! The hub server over HTTP: publish → download round trip, immutability (409, no-op), yank and
+//! resolution, private visibility, token scopes and namespaces, hostile and oversized uploads,
+//! the rate limit and the metrics. The same suite runs on SQLite and, when
+//! `TEMPER_TEST_POSTGRES_URL` names a server (CI starts one), on Postgres.
+
+use std::path::Path;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use temper_hub::db::Scope;
+use temper_hub::server::{Hub, HubConfig};
+use temper_hub::{Limits, pack, unpack};
+
+struct Server {
+    url: String,
+    hub: Hub,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(cfg: HubConfig) -> Server {
+    let hub = Hub::open(cfg).await.expect("hub");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let h = hub.clone();
+    tokio::spawn(async move {
+        temper_hub::server::serve(h, listener, async move {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    Server { url, hub, http: reqwest::Client::new(), _stop: tx }
+}
+
+fn package(dir: &Path, name: &str, version: &str, readme: &str) -> Vec<u8> {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("environment.toml"),
+        format!(
+            "[environment]\nname = \"{name}\"\nversion = \"{version}\"\ndescription = \"Say hello ({name})\"\n\n[dataset]\ntrain = \"data/train.jsonl\"\n\n[env]\nkind = \"single_turn\"\nparser = \"raw\"\n\n[[rubric]]\nreward = \"exact_match\"\nweight = 1.0\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("data/train.jsonl"), "{\"question\": \"hi\", \"answer\": \"hello\"}\n")
+        .unwrap();
+    std::fs::write(dir.join("README.md"), readme).unwrap();
+    pack(dir, &Limits::default()).unwrap().bytes
+}
+
+impl Server {
+    async fn publish(
+        &self,
+        token: Option<&str>,
+        env: &str,
+        body: Vec<u8>,
+        private: bool,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/api/v1/envs/{env}/versions?private={private}", self.url))
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, token: Option<&str>, path: &str) -> (StatusCode, Value) {
+        let mut req = self.http.get(format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn bytes(&self, token: Option<&str>, path: &str) -> (StatusCode, Vec<u8>) {
+        let mut req = self.http.get(format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        (resp.status(), resp.bytes().await.unwrap().to_vec())
+    }
+}
+
+async fn suite(cfg: HubConfig, work: &Path) {
+    let s = start(cfg).await;
+    let db = &s.hub.db;
+    for user in ["alice", "bob"] {
+        db.add_user(user).await.unwrap();
+    }
+    assert!(db.add_user("alice").await.unwrap_err().to_string().contains("exists"));
+    let (_, alice) = db.create_token("alice", &[Scope::Publish], "laptop").await.unwrap();
+    let (_, alice_read) = db.create_token("alice", &[Scope::Read], "ci").await.unwrap();
+    let (bob_id, bob) = db.create_token("bob", &[Scope::Publish], "").await.unwrap();
+
+    // Publish, then the same bytes again (no-op), then other content under the same version.
+    let v1 = package(&work.join("v1"), "hello", "1.0.0", "# Hello\n");
+    let (status, body) = s.publish(Some(&alice), "alice/hello", v1.clone(), false).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let hash = body["content_hash"].as_str().unwrap().to_owned();
+    let (status, body) = s.publish(Some(&alice), "alice/hello", v1.clone(), false).await;
+    assert_eq!((status, body["created"].clone()), (StatusCode::OK, json!(false)));
+    let changed = package(&work.join("v1b"), "hello", "1.0.0", "# Hello, changed\n");
+    let (status, body) = s.publish(Some(&alice), "alice/hello", changed, false).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("immutable"));
+
+    // Download round trip: the unpacked content has the published hash.
+    let (status, archive) = s.bytes(None, "/api/v1/envs/alice/hello/versions/1.0.0/archive").await;
+    assert_eq!(status, StatusCode::OK);
+    let out = work.join("installed");
+    let unpacked = unpack(&archive, &out, &Limits::default()).unwrap();
+    assert_eq!(unpacked.content_hash, hash);
+    assert_eq!(std::fs::read_to_string(out.join("README.md")).unwrap(), "# Hello\n");
+
+    // More versions; yank hides one from resolution, an exact pin still gets it.
+    for v in ["1.1.0", "1.2.0", "2.0.0"] {
+        let bytes = package(&work.join(v), "hello", v, &format!("# Hello {v}\n"));
+        assert_eq!(
+            s.publish(Some(&alice), "alice/hello", bytes, false).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let resolve =
+        |req: &str| format!("/api/v1/envs/alice/hello/resolve?req={}", req.replace('^', "%5E"));
+    assert_eq!(s.get(None, &resolve("")).await.1["version"], "2.0.0");
+    let yank = s
+        .http
+        .post(format!("{}/api/v1/envs/alice/hello/versions/2.0.0/yank", s.url))
+        .bearer_auth(&alice)
+        .json(&json!({"yanked": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(yank.status(), StatusCode::OK);
+    assert_eq!(s.get(None, &resolve("")).await.1["version"], "1.2.0");
+    assert_eq!(s.get(None, &resolve("^1.0")).await.1["version"], "1.2.0");
+    assert_eq!(s.get(None, &resolve("~1.1")).await.1["version"], "1.1.0");
+    assert_eq!(s.get(None, &resolve("^2")).await.0, StatusCode::NOT_FOUND);
+    let (status, pinned) = s.get(None, &resolve("2.0.0")).await;
+    assert_eq!((status, pinned["yanked"].clone()), (StatusCode::OK, json!(true)));
+    assert!(pinned["url"].as_str().unwrap().ends_with("/versions/2.0.0/archive"));
+    // Bob cannot yank Alice's versions.
+    let yank = s
+        .http
+        .post(format!("{}/api/v1/envs/alice/hello/versions/1.2.0/yank", s.url))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(yank.status(), StatusCode::FORBIDDEN);
+
+    // Namespaces and scopes.
+    let other = package(&work.join("other"), "hello", "9.0.0", "");
+    assert_eq!(
+        s.publish(Some(&bob), "alice/hello", other.clone(), false).await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        s.publish(None, "alice/hello", other.clone(), false).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        s.publish(Some(&alice_read), "alice/hello", other.clone(), false).await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        s.publish(Some("thub_forged"), "alice/hello", other.clone(), false).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // The manifest's name must be the URL's.
+    let (status, body) = s.publish(Some(&bob), "bob/other-name", other.clone(), false).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // A revoked token stops working.
+    assert!(db.revoke_token("bob", &bob_id).await.unwrap());
+    assert_eq!(s.publish(Some(&bob), "bob/hello", other, false).await.0, StatusCode::UNAUTHORIZED);
+
+    // Private environments are invisible to everyone but their owner.
+    let secret = package(&work.join("secret"), "secret-env", "0.1.0", "# Secret\n");
+    assert_eq!(
+        s.publish(Some(&alice), "alice/secret-env", secret, true).await.0,
+        StatusCode::CREATED
+    );
+    let (_, bob2) = db.create_token("bob", &[Scope::Read], "").await.unwrap();
+    for token in [None, Some(bob2.as_str())] {
+        assert_eq!(s.get(token, "/api/v1/envs/alice/secret-env").await.0, StatusCode::NOT_FOUND);
+        let (status, _) =
+            s.bytes(token, "/api/v1/envs/alice/secret-env/versions/0.1.0/archive").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            s.get(token, "/api/v1/envs/alice/secret-env/resolve").await.0,
+            StatusCode::NOT_FOUND
+        );
+        let found = s.get(token, "/api/v1/envs?q=secret").await.1;
+        assert_eq!(found["envs"], json!([]), "{found}");
+    }
+    assert_eq!(s.get(Some(&alice_read), "/api/v1/envs/alice/secret-env").await.0, StatusCode::OK);
+    let found = s.get(Some(&alice), "/api/v1/envs?q=SECRET").await.1;
+    assert_eq!(found["envs"][0]["name"], "secret-env", "{found}");
+    // Search: case-insensitive over names and descriptions; LIKE wildcards are literal.
+    let found = s.get(None, "/api/v1/envs?q=say%20HELLO").await.1;
+    assert_eq!(found["envs"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["envs"][0]["latest"], "1.2.0");
+    assert_eq!(s.get(None, "/api/v1/envs?q=%25").await.1["envs"], json!([]));
+
+    // Hostile archives are refused and leave nothing stored.
+    let before = db.counts().await.unwrap();
+    let mut traversal = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.as_old_mut().name[..9].copy_from_slice(b"../evil.x");
+    h.set_cksum();
+    traversal.append(&h, &b"x"[..]).unwrap();
+    let raw = traversal.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &raw).unwrap();
+    let (status, body) = s.publish(Some(&alice), "alice/evil", gz.finish().unwrap(), false).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("leaves its folder"), "{body}");
+    assert_eq!(db.counts().await.unwrap(), before);
+    assert_eq!(s.hub.archives.list("tmp").await.unwrap(), Vec::<String>::new());
+    // Every committed version has its archive.
+    for v in db.versions("alice", "hello").await.unwrap() {
+        assert!(s.hub.archives.exists(&v.archive_key).await.unwrap(), "{}", v.version);
+    }
+
+    // Token management over HTTP: a read token cannot mint a publish token.
+    let resp = s
+        .http
+        .post(format!("{}/api/v1/tokens", s.url))
+        .bearer_auth(&alice_read)
+        .json(&json!({"scopes": ["publish"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    let (status, who) = s.get(Some(&alice_read), "/api/v1/whoami").await;
+    assert_eq!((status, who["user"].clone()), (StatusCode::OK, json!("alice")));
+    let tokens = s.get(Some(&alice), "/api/v1/tokens").await.1;
+    assert_eq!(tokens["tokens"].as_array().unwrap().len(), 2, "{tokens}");
+    assert!(!tokens.to_string().contains("thub_"), "secrets are never listed");
+
+    let metrics =
+        s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("temper_hub_publishes_total 5\n"), "{metrics}");
+    assert!(metrics.contains("temper_hub_publish_conflicts_total 1\n"), "{metrics}");
+    assert!(metrics.contains("temper_hub_versions 5\n"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_on_sqlite_and_a_local_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    suite(HubConfig::new(tmp.path().join("data")), tmp.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_and_rate_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = HubConfig::new(tmp.path().join("data"));
+    cfg.limits.max_archive_bytes = 4096;
+    cfg.rate_per_s = 1;
+    cfg.burst = 3;
+    let s = start(cfg).await;
+    s.hub.db.add_user("alice").await.unwrap();
+    let (_, alice) = s.hub.db.create_token("alice", &[Scope::Publish], "").await.unwrap();
+    let (status, _) = s.publish(Some(&alice), "alice/big", vec![7u8; 10_000], false).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // The bucket held 3; one went on the upload.
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(s.get(None, "/health").await.0);
+    }
+    assert_eq!(statuses[..2], [StatusCode::OK, StatusCode::OK]);
+    assert_eq!(statuses.last(), Some(&StatusCode::TOO_MANY_REQUESTS));
+}
