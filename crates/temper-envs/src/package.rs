@@ -225,15 +225,32 @@ pub fn package_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, EnvError> {
 /// SHA-256 (hex) of a package: over its files sorted by relative path, each contributing its
 /// path's UTF-8 bytes, a 0 byte, its length as 8 little-endian bytes, and its bytes.
 pub fn content_hash(dir: &Path) -> Result<String, EnvError> {
-    let mut h = Sha256::new();
+    let mut h = ContentHasher::default();
     for (rel, full) in package_files(dir)? {
         let bytes = fs::read(&full).map_err(|e| EnvError::io(&full, e))?;
-        h.update(rel.as_bytes());
-        h.update([0]);
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(&bytes);
+        h.add(&rel, &bytes);
     }
-    Ok(hex::encode(h.finalize()))
+    Ok(h.finish())
+}
+
+/// The [`content_hash`] of files fed one by one, for code that reads them anyway (an archive
+/// writer). Feed them sorted by relative path, as [`package_files`] lists them.
+#[derive(Debug, Clone, Default)]
+pub struct ContentHasher(Sha256);
+
+impl ContentHasher {
+    /// Adds the file `rel` (relative path with `/` separators) holding `bytes`.
+    pub fn add(&mut self, rel: &str, bytes: &[u8]) {
+        self.0.update(rel.as_bytes());
+        self.0.update([0]);
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    /// The hex digest.
+    pub fn finish(self) -> String {
+        hex::encode(self.0.finalize())
+    }
 }
 
 /// Reads and validates `dir/environment.toml`.

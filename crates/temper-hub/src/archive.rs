@@ -21,6 +21,7 @@ use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
 use flate2::read::GzDecoder;
+use sha2::{Digest, Sha256};
 use temper_envs::package;
 
 use crate::HubError;
@@ -62,13 +63,24 @@ pub struct Packed {
     pub unpacked_bytes: u64,
 }
 
+/// One file of a package.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileEntry {
+    /// Relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 hex of its bytes.
+    pub sha256: String,
+}
+
 /// What [`unpack`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unpacked {
     /// The content hash of the unpacked folder.
     pub content_hash: String,
-    /// Regular files written.
-    pub files: usize,
+    /// The regular files written, sorted by path.
+    pub files: Vec<FileEntry>,
     /// Their total size.
     pub bytes: u64,
 }
@@ -95,6 +107,7 @@ pub fn pack(dir: &Path, limits: &Limits) -> Result<Packed, HubError> {
     let mut tar = tar::Builder::new(gz);
     let mut total = 0u64;
     let mut names = Vec::with_capacity(files.len());
+    let mut hash = package::ContentHasher::default();
     for (rel, full) in &files {
         check_path(rel, limits)
             .map_err(|m| HubError::invalid(format!("{}: {m}", full.display())))?;
@@ -116,6 +129,7 @@ pub fn pack(dir: &Path, limits: &Limits) -> Result<Packed, HubError> {
         header.set_mtime(0);
         header.set_size(data.len() as u64);
         tar.append_data(&mut header, rel, data.as_slice()).map_err(|e| HubError::io(full, e))?;
+        hash.add(rel, &data);
         names.push(rel.clone());
     }
     let gz = tar.into_inner().map_err(|e| HubError::io(dir, e))?;
@@ -128,12 +142,7 @@ pub fn pack(dir: &Path, limits: &Limits) -> Result<Packed, HubError> {
             limits.max_archive_bytes
         )));
     }
-    Ok(Packed {
-        bytes,
-        content_hash: package::content_hash(dir)?,
-        files: names,
-        unpacked_bytes: total,
-    })
+    Ok(Packed { bytes, content_hash: hash.finish(), files: names, unpacked_bytes: total })
 }
 
 /// A relative path an archive may hold: plain components separated by `/`.
@@ -195,11 +204,15 @@ pub fn unpack(archive: &[u8], dest: &Path, limits: &Limits) -> Result<Unpacked, 
     Ok(Unpacked { content_hash, files, bytes })
 }
 
-fn unpack_into(archive: &[u8], root: &Path, limits: &Limits) -> Result<(usize, u64), HubError> {
+fn unpack_into(
+    archive: &[u8],
+    root: &Path,
+    limits: &Limits,
+) -> Result<(Vec<FileEntry>, u64), HubError> {
     let bad = |m: String| HubError::invalid(format!("refused archive: {m}"));
     let mut tar = tar::Archive::new(GzDecoder::new(archive));
     let mut seen = BTreeSet::new();
-    let (mut entries, mut files, mut total) = (0usize, 0usize, 0u64);
+    let (mut entries, mut files, mut total) = (0usize, Vec::new(), 0u64);
     for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
         let mut entry = entry.map_err(|e| bad(e.to_string()))?;
         entries += 1;
@@ -237,6 +250,8 @@ fn unpack_into(archive: &[u8], root: &Path, limits: &Limits) -> Result<(usize, u
                     .open(&path)
                     .map_err(|e| HubError::io(&path, e))?;
                 let mut buf = [0u8; 64 << 10];
+                let mut sha = Sha256::new();
+                let mut size = 0u64;
                 let mut reader = (&mut entry).take(left + 1);
                 loop {
                     let n = reader.read(&mut buf).map_err(|e| bad(e.to_string()))?;
@@ -251,8 +266,14 @@ fn unpack_into(archive: &[u8], root: &Path, limits: &Limits) -> Result<(usize, u
                         )));
                     }
                     out.write_all(&buf[..n]).map_err(|e| HubError::io(&path, e))?;
+                    sha.update(&buf[..n]);
+                    size += n as u64;
                 }
-                files += 1;
+                files.push(FileEntry {
+                    path: rel_trimmed.to_owned(),
+                    bytes: size,
+                    sha256: hex::encode(sha.finalize()),
+                });
             }
             other => {
                 let what = match other {
@@ -266,6 +287,7 @@ fn unpack_into(archive: &[u8], root: &Path, limits: &Limits) -> Result<(usize, u
             }
         }
     }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, total))
 }
 
@@ -327,7 +349,14 @@ mod tests {
         assert_eq!(pa.files, ["README.md", "data/train.jsonl", "environment.toml"]);
         let out = tmp.path().join("out/demo");
         let u = unpack(&pa.bytes, &out, &limits).unwrap();
-        assert_eq!((u.content_hash.as_str(), u.files), (pa.content_hash.as_str(), 3));
+        assert_eq!(u.content_hash, pa.content_hash);
+        let paths: Vec<&str> = u.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, pa.files);
+        let readme = u.files.iter().find(|f| f.path == "README.md").unwrap();
+        assert_eq!(
+            (readme.bytes, readme.sha256.as_str()),
+            (7, hex::encode(Sha256::digest(b"# demo\n")).as_str())
+        );
         assert_eq!(fs::read_to_string(out.join("README.md")).unwrap(), "# demo\n");
         // One changed byte changes the hash.
         fs::write(b.join("README.md"), "# demo!\n").unwrap();

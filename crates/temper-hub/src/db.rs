@@ -16,6 +16,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
 use crate::HubError;
+pub use crate::archive::FileEntry;
 
 /// What a token lets its holder do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,17 +82,6 @@ pub struct TokenInfo {
     pub revoked_at: Option<i64>,
 }
 
-/// One file of a version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileEntry {
-    /// Relative path.
-    pub path: String,
-    /// Size in bytes.
-    pub bytes: u64,
-    /// SHA-256 hex of its bytes.
-    pub sha256: String,
-}
-
 /// An environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvRow {
@@ -149,7 +139,7 @@ pub enum Published {
 pub struct Db {
     pool: AnyPool,
     sqlite: bool,
-    /// SQLite allows one writer: publishes queue here instead of failing with "database locked".
+    /// The in-process writer queue of SQLite (see `write_guard`).
     write: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -214,6 +204,12 @@ impl Db {
         Self::open(&format!("sqlite://{}", dir.join("hub.db").display())).await
     }
 
+    /// SQLite takes one writer at a time: writes queue in-process rather than fail with "database
+    /// is locked". Postgres handles concurrent writers itself.
+    async fn write_guard(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.sqlite { Some(self.write.lock().await) } else { None }
+    }
+
     /// Whether this is SQLite.
     pub fn is_sqlite(&self) -> bool {
         self.sqlite
@@ -226,7 +222,7 @@ impl Db {
                 "user name `{name}`: 2-64 of a-z, 0-9 and -, starting with a letter or digit"
             )));
         }
-        let _w = self.write.lock().await;
+        let _w = self.write_guard().await;
         sqlx::query("INSERT INTO users (name, created_at) VALUES ($1, $2)")
             .bind(name)
             .bind(now())
@@ -275,7 +271,7 @@ impl Db {
         rand::rng().fill_bytes(&mut id);
         let id = hex::encode(id);
         let scopes_text: Vec<&str> = scopes.iter().map(|s| s.name()).collect();
-        let _w = self.write.lock().await;
+        let _w = self.write_guard().await;
         sqlx::query(
             "INSERT INTO tokens (id, user_name, hash, scopes, label, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, NULL)",
         )
@@ -338,7 +334,7 @@ impl Db {
 
     /// Revokes `user`'s token `id`; false when there is no such live token.
     pub async fn revoke_token(&self, user: &str, id: &str) -> Result<bool, HubError> {
-        let _w = self.write.lock().await;
+        let _w = self.write_guard().await;
         let done = sqlx::query(
             "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND user_name = $3 AND revoked_at IS NULL",
         )
@@ -365,7 +361,7 @@ impl Db {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<(), HubError>>,
     {
-        let _w = self.write.lock().await;
+        let _w = self.write_guard().await;
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         let existing = sqlx::query(
             "SELECT content_hash FROM versions WHERE owner = $1 AND name = $2 AND version = $3",
@@ -395,7 +391,7 @@ impl Db {
             .map_err(db_err)?;
         if env.is_none() {
             sqlx::query(
-                "INSERT INTO envs (owner, name, private, description, created_at) VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO envs (owner, name, private, description, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (owner, name) DO NOTHING",
             )
             .bind(&row.owner)
             .bind(&row.name)
@@ -508,6 +504,55 @@ impl Db {
         Ok(out)
     }
 
+    /// One version of `owner/name`.
+    pub async fn version(
+        &self,
+        owner: &str,
+        name: &str,
+        version: &Version,
+    ) -> Result<Option<VersionRow>, HubError> {
+        let row = sqlx::query(
+            "SELECT owner, name, version, content_hash, archive_key, archive_bytes, files, readme, description, yanked, published_at FROM versions WHERE owner = $1 AND name = $2 AND version = $3",
+        )
+        .bind(owner)
+        .bind(name)
+        .bind(version.to_string())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.as_ref().map(version_row).transpose()
+    }
+
+    /// `(version, yanked)` of every version of `owner/name`: what resolution needs, without the
+    /// file lists and READMEs.
+    pub async fn version_flags(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<Vec<(Version, bool)>, HubError> {
+        let rows =
+            sqlx::query("SELECT version, yanked FROM versions WHERE owner = $1 AND name = $2")
+                .bind(owner)
+                .bind(name)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                let text: String = r.try_get("version").map_err(db_err)?;
+                let v = Version::parse(&text)
+                    .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?;
+                Ok((v, r.try_get::<i64, _>("yanked").map_err(db_err)? != 0))
+            })
+            .collect()
+    }
+
+    /// The newest non-yanked version of `owner/name`, if any.
+    pub async fn latest(&self, owner: &str, name: &str) -> Result<Option<Version>, HubError> {
+        let flags = self.version_flags(owner, name).await?;
+        Ok(crate::reference::resolve(flags.iter().map(|(v, y)| (v, *y)), &crate::Wanted::Latest))
+    }
+
     /// Sets or clears `yanked`; false when there is no such version.
     pub async fn set_yanked(
         &self,
@@ -516,7 +561,7 @@ impl Db {
         version: &Version,
         yanked: bool,
     ) -> Result<bool, HubError> {
-        let _w = self.write.lock().await;
+        let _w = self.write_guard().await;
         let done = sqlx::query(
             "UPDATE versions SET yanked = $1 WHERE owner = $2 AND name = $3 AND version = $4",
         )

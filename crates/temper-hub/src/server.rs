@@ -34,7 +34,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::db::{Db, FileEntry, Principal, Published, Scope, VersionRow};
 use crate::reference::{EnvRef, Wanted, resolve};
@@ -309,8 +308,7 @@ async fn search(
     let envs = hub.db.search(&q.q, hub.viewer(&who), limit, q.offset.unwrap_or(0).max(0)).await?;
     let mut out = Vec::with_capacity(envs.len());
     for e in envs {
-        let versions = hub.db.versions(&e.owner, &e.name).await?;
-        let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
+        let latest = hub.db.latest(&e.owner, &e.name).await?;
         out.push(json!({
             "owner": e.owner, "name": e.name, "description": e.description,
             "private": e.private, "latest": latest.map(|v| v.to_string()),
@@ -351,12 +349,12 @@ async fn resolve_route(
     let reference: EnvRef = spec.parse()?;
     let who = hub.principal(&headers).await?;
     hub.visible(&owner, &name, hub.viewer(&who)).await?;
-    let versions = hub.db.versions(&owner, &name).await?;
-    let picked = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &reference.wanted)
-        .ok_or_else(|| {
+    let flags = hub.db.version_flags(&owner, &name).await?;
+    let picked =
+        resolve(flags.iter().map(|(v, y)| (v, *y)), &reference.wanted).ok_or_else(|| {
             HubError::NotFound(format!("no version of {owner}/{name} matches {reference}"))
         })?;
-    let v = versions.iter().find(|v| v.version == picked).ok_or(HubError::NotFound(spec))?;
+    let v = hub.db.version(&owner, &name, &picked).await?.ok_or(HubError::NotFound(spec))?;
     let url = format!(
         "{}/api/v1/envs/{owner}/{name}/versions/{}/archive",
         hub.base_url(&headers),
@@ -396,15 +394,6 @@ fn check_archive(bytes: &[u8], name: &str, limits: &Limits) -> Result<Checked, H
     }
     let version = semver::Version::parse(&manifest.environment.version)
         .map_err(|e| HubError::invalid(format!("environment.version: {e}")))?;
-    let mut files = Vec::new();
-    for (rel, full) in temper_envs::package::package_files(&dir)? {
-        let data = std::fs::read(&full).map_err(|e| HubError::io(&full, e))?;
-        files.push(FileEntry {
-            path: rel,
-            bytes: data.len() as u64,
-            sha256: hex::encode(Sha256::digest(&data)),
-        });
-    }
     let readme = std::fs::read(dir.join("README.md"))
         .map(|b| String::from_utf8_lossy(&b[..b.len().min(MAX_README)]).into_owned())
         .unwrap_or_default();
@@ -412,7 +401,7 @@ fn check_archive(bytes: &[u8], name: &str, limits: &Limits) -> Result<Checked, H
         version,
         description: manifest.environment.description,
         content_hash: unpacked.content_hash,
-        files,
+        files: unpacked.files,
         readme,
     })
 }
@@ -465,7 +454,7 @@ async fn publish(
         yanked: false,
         published_at: 0,
     };
-    let tmp = hub.archives.put_temp(body.to_vec()).await?;
+    let tmp = hub.archives.put_temp(body).await?;
     let archives = hub.archives.clone();
     let (from, to) = (tmp.clone(), final_key.clone());
     let outcome =
@@ -510,10 +499,8 @@ async fn version_row(
     let wanted = semver::Version::parse(version)
         .map_err(|e| HubError::invalid(format!("version `{version}`: {e}")))?;
     hub.db
-        .versions(owner, name)
+        .version(owner, name, &wanted)
         .await?
-        .into_iter()
-        .find(|v| v.version == wanted)
         .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{version}")))
 }
 

@@ -69,11 +69,11 @@ impl Archives {
     }
 
     /// Writes `bytes` under a fresh temporary key and returns it.
-    pub async fn put_temp(&self, bytes: Vec<u8>) -> Result<String, HubError> {
+    pub async fn put_temp(&self, bytes: impl Into<PutPayload>) -> Result<String, HubError> {
         let mut id = [0u8; 12];
         rand::rng().fill_bytes(&mut id);
         let key = format!("tmp/{}.tar.gz", hex::encode(id));
-        self.store.put(&Key::from(key.as_str()), PutPayload::from(bytes)).await.map_err(err)?;
+        self.store.put(&Key::from(key.as_str()), bytes.into()).await.map_err(err)?;
         Ok(key)
     }
 

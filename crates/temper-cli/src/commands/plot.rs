@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use plotters::coord::CoordTranslate;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 use temper_protocol::run_dir;
@@ -214,53 +215,48 @@ fn draw(chart: &Chart, path: &Path) -> anyhow::Result<()> {
     let ((x0, x1), (y0, y1)) = bounds(chart);
     let mut builder = ChartBuilder::on(&root);
     builder.caption(chart.title, (FONT, 24)).margin(16).x_label_area_size(44).y_label_area_size(72);
-    let style = |i: usize| Palette99::pick(i).stroke_width(2);
     if chart.log_y {
-        let mut c = builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?;
-        c.configure_mesh()
-            .x_desc(chart.x_label)
-            .y_desc(chart.y_label)
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.0e}"))
-            .label_style((FONT, 14))
-            .draw()?;
-        for (i, s) in chart.series.iter().enumerate() {
-            c.draw_series(LineSeries::new(s.points.iter().copied(), style(i)))?
-                .label(&s.label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(i)));
-        }
-        legend(&mut c)?;
+        let c = builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?;
+        plot_lines(c, chart, Some(&|v: &f64| format!("{v:.0e}")))?;
     } else {
-        let mut c = builder.build_cartesian_2d(x0..x1, y0..y1)?;
-        c.configure_mesh()
-            .x_desc(chart.x_label)
-            .y_desc(chart.y_label)
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .label_style((FONT, 14))
-            .draw()?;
-        for (i, s) in chart.series.iter().enumerate() {
-            c.draw_series(LineSeries::new(s.points.iter().copied(), style(i)))?
-                .label(&s.label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(i)));
-            // A single point draws no line: mark every point of short series.
-            if s.points.len() <= 30 {
-                c.draw_series(
-                    s.points.iter().map(|&p| Circle::new(p, 3, Palette99::pick(i).filled())),
-                )?;
-            }
-        }
-        legend(&mut c)?;
+        plot_lines(builder.build_cartesian_2d(x0..x1, y0..y1)?, chart, None)?;
     }
     root.present()?;
     Ok(())
 }
 
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    c: &mut ChartContext<'a, DB, CT>,
+/// Axes, one line per series (short series also get a mark per point: a single point draws no
+/// line) and the legend, on a linear or logarithmic y axis.
+fn plot_lines<'a, DB, Y>(
+    mut c: ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>,
+    chart: &Chart,
+    y_format: Option<&dyn Fn(&f64) -> String>,
 ) -> anyhow::Result<()>
 where
+    DB: DrawingBackend + 'a,
     DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let mut mesh = c.configure_mesh();
+    mesh.x_desc(chart.x_label)
+        .y_desc(chart.y_label)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .label_style((FONT, 14));
+    if let Some(f) = y_format {
+        mesh.y_label_formatter(f);
+    }
+    mesh.draw()?;
+    let style = |i: usize| Palette99::pick(i).stroke_width(2);
+    for (i, s) in chart.series.iter().enumerate() {
+        c.draw_series(LineSeries::new(s.points.iter().copied(), style(i)))?
+            .label(&s.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style(i)));
+        if s.points.len() <= 30 {
+            c.draw_series(
+                s.points.iter().map(|&p| Circle::new(p, 3, Palette99::pick(i).filled())),
+            )?;
+        }
+    }
     c.configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)

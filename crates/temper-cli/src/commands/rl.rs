@@ -139,7 +139,7 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         match (&warmup, model.exists()) {
             (_, true) => {}
             (Some(sft), false) => {
-                super::sft::check_config(sft)
+                super::sft::load_config(sft, &[])
                     .with_context(|| format!("{file}: [warmup] sft {}", sft.display()))?;
             }
             (None, false) => bail!(

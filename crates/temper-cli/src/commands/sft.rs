@@ -18,16 +18,15 @@ use temper_trainer::{Policy, Single, StepReport};
 use super::local_server::LocalServer;
 use crate::args::SftArgs;
 
-/// Reads and validates an SFT config without running it (`temper rl --check` for its warmup).
-pub fn check_config(path: &Path) -> anyhow::Result<()> {
-    let (cfg, _): (SftConfig, String) = super::settings::load(path, &[])?;
+/// Reads `path` with `sets` applied and validates it; also the resolved TOML.
+pub fn load_config(path: &Path, sets: &[String]) -> anyhow::Result<(SftConfig, String)> {
+    let (cfg, resolved): (SftConfig, String) = super::settings::load(path, sets)?;
     cfg.validate().with_context(|| format!("invalid config {}", path.display()))?;
-    Ok(())
+    Ok((cfg, resolved))
 }
 
 pub async fn run(args: SftArgs) -> anyhow::Result<()> {
-    let (cfg, resolved): (SftConfig, String) = super::settings::load(&args.config, &args.set)?;
-    cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
+    let (cfg, resolved) = load_config(&args.config, &args.set)?;
     let device = super::inference::device(&args.device)?;
     let dir = cfg.output.dir.clone();
     sft::prepare_run_dir(&dir, args.resume, args.clean)?;
