@@ -8,7 +8,8 @@
 //!
 //! [`unpack`] trusts nothing in the archive: it accepts regular files and folders only (no
 //! symbolic or hard links, devices, FIFOs or other entry types), paths made of plain components
-//! (no absolute paths, `..`, `.`, empty components, backslashes or control characters), at most
+//! (no absolute paths, `..`, `.`, empty components, backslashes, control characters, or names the
+//! content hash leaves out such as `.git`), at most
 //! [`Limits::max_files`] entries, [`Limits::max_path_bytes`] per path and
 //! [`Limits::max_unpacked_bytes`] in all — counted from the bytes actually read, not from the
 //! headers. It writes into a fresh folder next to the destination and renames it into place only
@@ -163,6 +164,10 @@ fn check_path(rel: &str, limits: &Limits) -> Result<(), String> {
         match part {
             "" => return Err(format!("path {rel:?} has an empty component")),
             "." | ".." => return Err(format!("path {rel:?} leaves its folder or names `.`")),
+            // The content hash leaves these out, so they could change unseen: refuse them.
+            p if package::IGNORED.contains(&p) => {
+                return Err(format!("path {rel:?} holds `{p}`, which packages leave out"));
+            }
             _ => {}
         }
     }
@@ -413,6 +418,14 @@ mod tests {
                 "backslash",
                 hostile(&[MANIFEST, ("..\\evil", tar::EntryType::Regular, b"x", None)]),
                 "backslash",
+            ),
+            (
+                "unhashed name",
+                hostile(&[
+                    MANIFEST,
+                    (".git/hooks/post-checkout", tar::EntryType::Regular, b"x", None),
+                ]),
+                "packages leave out",
             ),
             (
                 "no manifest",
