@@ -80,6 +80,279 @@ pub enum Command {
     /// mean reward and pass@k per policy version), mismatch_kl.png (engine vs trainer, log
     /// scale) and throughput.png (tokens/s of trainer and rollouts) to RUN_DIR/plots/.
     Plot(PlotArgs),
+    /// The environments hub server and its accounts.
+    #[command(subcommand)]
+    Hub(HubCommand),
+    /// Environment packages: scaffold, publish, install from a hub, find.
+    ///
+    /// The hub is TEMPER_HUB_URL (else the URL saved by `temper login`, else
+    /// http://127.0.0.1:8470) and the token TEMPER_HUB_TOKEN (else the saved one). Installed
+    /// versions live in TEMPER_HOME/envs (default ~/.temper/envs), one folder per version and
+    /// content hash; `temper.lock` in the current folder pins them.
+    #[command(subcommand)]
+    Env(EnvCommand),
+    /// Check a hub token and save it (and the hub's URL) for `temper env`.
+    ///
+    /// Reads the token from stdin (so it stays out of shell history), asks the hub whose it is,
+    /// and writes TEMPER_HOME/credentials.toml (mode 0600). TEMPER_HUB_TOKEN, when set, wins
+    /// over the saved token.
+    Login(LoginArgs),
+}
+
+/// Which hub to talk to.
+#[derive(Debug, Clone, Args)]
+pub struct HubArgs {
+    /// The hub's base URL (default: the one `temper login` saved, else http://127.0.0.1:8470).
+    #[arg(long = "hub", env = env_vars::HUB_URL, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+/// `temper login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper hub ...`.
+#[derive(Debug, Subcommand)]
+pub enum HubCommand {
+    /// Serve the hub: the REST API under /api/v1, web pages, /health and /metrics.
+    ///
+    /// Metadata goes to DATA/hub.db (SQLite) unless --database names a Postgres server;
+    /// archives to DATA/archives unless --storage names an S3 bucket. Stops cleanly on Ctrl-C or
+    /// SIGTERM; a publish interrupted by a crash leaves no trace of its version.
+    Serve(HubServeArgs),
+    /// Hub accounts.
+    #[command(subcommand)]
+    User(HubUserCommand),
+    /// Publishes/s, installs/s and latency percentiles with many concurrent clients.
+    ///
+    /// Starts a hub on a fresh data folder in this process (or uses --database for Postgres),
+    /// creates one user per client, then has every client publish versions of its own
+    /// environment and install (resolve, download, verify, unpack) other clients' versions.
+    /// Prints a table and writes JSON.
+    Bench(HubBenchArgs),
+}
+
+/// Where the hub keeps its data.
+#[derive(Debug, Clone, Args)]
+pub struct HubDataArgs {
+    /// Data folder: hub.db and archives/ unless --database or --storage say otherwise.
+    #[arg(long, default_value = "hub-data", value_name = "DIR")]
+    pub data: PathBuf,
+    /// Metadata database: sqlite://FILE or postgres://USER:PASS@HOST/DB (Postgres needs the
+    /// `postgres` feature of temper-hub).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+}
+
+/// `temper hub serve`.
+#[derive(Debug, Args)]
+pub struct HubServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8470")]
+    pub addr: String,
+    /// Data and database.
+    #[command(flatten)]
+    pub data: HubDataArgs,
+    /// Archive storage: a folder, or s3://BUCKET/PREFIX (credentials and endpoint from the
+    /// AWS_* variables; needs the `s3` feature of temper-hub).
+    #[arg(long, value_name = "URL")]
+    pub storage: Option<String>,
+    /// The URL clients reach this server at, for download links (default: from each request's
+    /// Host header).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// Largest archive accepted, in MiB (the request body limit).
+    #[arg(long, default_value_t = 64)]
+    pub max_archive_mb: u64,
+    /// Requests per second allowed from one client address (a token bucket).
+    #[arg(long, default_value_t = 100)]
+    pub rate: u32,
+    /// Burst size of that bucket.
+    #[arg(long, default_value_t = 200)]
+    pub burst: u32,
+}
+
+/// `temper hub user ...`.
+#[derive(Debug, Subcommand)]
+pub enum HubUserCommand {
+    /// Create a user (if new) and print a new API token for it.
+    Add(HubUserAddArgs),
+}
+
+/// `temper hub user add`.
+#[derive(Debug, Args)]
+pub struct HubUserAddArgs {
+    /// The user name (2-64 of a-z, 0-9 and -): also its namespace.
+    pub name: String,
+    /// Data and database.
+    #[command(flatten)]
+    pub data: HubDataArgs,
+    /// The token's scopes, comma-separated: read (see own private environments), publish
+    /// (publish and yank under NAME/; implies read).
+    #[arg(long, default_value = "publish", value_delimiter = ',')]
+    pub scopes: Vec<String>,
+    /// A label to recognise the token by in listings.
+    #[arg(long, default_value = "")]
+    pub label: String,
+}
+
+/// `temper hub bench`.
+#[derive(Debug, Args)]
+pub struct HubBenchArgs {
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 50)]
+    pub clients: usize,
+    /// Versions each client publishes.
+    #[arg(long, default_value_t = 4)]
+    pub publishes: usize,
+    /// Installs each client makes.
+    #[arg(long, default_value_t = 20)]
+    pub installs: usize,
+    /// Bytes of data in each package (random, so it does not compress away).
+    #[arg(long, default_value_t = 64 << 10)]
+    pub package_bytes: usize,
+    /// Metadata database (default: SQLite in the fresh data folder).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/hub.json")]
+    pub output: PathBuf,
+}
+
+/// `temper env ...`.
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Create a new environment package folder that `temper eval` runs as it is.
+    ///
+    /// Writes NAME/environment.toml (single-turn, `<answer>` parser, exact-match reward),
+    /// NAME/data/{train,eval}.jsonl with example questions, and NAME/README.md. Edit them, check
+    /// with `temper eval ./NAME`, publish with `temper env push NAME`.
+    Init(EnvInitArgs),
+    /// Validate a package folder, pack it deterministically and publish it.
+    ///
+    /// Publishes under the token's user: OWNER/NAME@VERSION with NAME and VERSION from
+    /// environment.toml. The same version with the same content again changes nothing; with
+    /// other content the hub refuses it (versions are immutable: bump the version).
+    Push(EnvPushArgs),
+    /// Install hub environments into the local store and pin them in temper.lock.
+    ///
+    /// OWNER/NAME takes the newest version that is not yanked, OWNER/NAME@1.2.0 exactly that
+    /// version (even yanked), OWNER/NAME@^1.2 the newest match. An entry in temper.lock that
+    /// satisfies the reference is installed exactly (same version, content hash checked);
+    /// without arguments, everything temper.lock lists is installed.
+    Install(EnvInstallArgs),
+    /// Download an environment's sources into a folder, to read or change them.
+    Pull(EnvPullArgs),
+    /// List installed environments (and whether temper.lock pins them).
+    List(EnvListArgs),
+    /// Search the hub by owner, name or description.
+    Search(EnvSearchArgs),
+    /// Show an environment on the hub: versions, content hashes, files.
+    Info(EnvInfoArgs),
+    /// Yank a version (hidden from resolution; an exact pin still installs it), or --undo.
+    Yank(EnvYankArgs),
+}
+
+/// `temper env init`.
+#[derive(Debug, Args)]
+pub struct EnvInitArgs {
+    /// The environment's name (2-64 of a-z, 0-9 and -).
+    pub name: String,
+    /// Folder to create (default: ./NAME).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// `temper env push`.
+#[derive(Debug, Args)]
+pub struct EnvPushArgs {
+    /// The package folder.
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Make a new environment visible only to its owner (applies to its first version).
+    #[arg(long)]
+    pub private: bool,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper env install`.
+#[derive(Debug, Args)]
+pub struct EnvInstallArgs {
+    /// OWNER/NAME[@REQ] references (none: everything in the lockfile).
+    pub envs: Vec<String>,
+    /// The lockfile.
+    #[arg(long, default_value = "temper.lock", value_name = "FILE")]
+    pub lock: PathBuf,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper env pull`.
+#[derive(Debug, Args)]
+pub struct EnvPullArgs {
+    /// OWNER/NAME[@REQ].
+    pub env: String,
+    /// Folder to create (default: ./NAME).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper env list`.
+#[derive(Debug, Args)]
+pub struct EnvListArgs {
+    /// The lockfile to compare with.
+    #[arg(long, default_value = "temper.lock", value_name = "FILE")]
+    pub lock: PathBuf,
+}
+
+/// `temper env search`.
+#[derive(Debug, Args)]
+pub struct EnvSearchArgs {
+    /// Text to look for (empty: everything).
+    #[arg(default_value = "")]
+    pub query: String,
+    /// Most results.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper env info`.
+#[derive(Debug, Args)]
+pub struct EnvInfoArgs {
+    /// OWNER/NAME.
+    pub env: String,
+    /// Print the files of each version too.
+    #[arg(long)]
+    pub files: bool,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// `temper env yank`.
+#[derive(Debug, Args)]
+pub struct EnvYankArgs {
+    /// OWNER/NAME@VERSION.
+    pub env: String,
+    /// Restore the version instead.
+    #[arg(long)]
+    pub undo: bool,
+    /// Which hub.
+    #[command(flatten)]
+    pub hub: HubArgs,
 }
 
 /// `temper plot`.
@@ -443,7 +716,8 @@ pub enum SplitArg {
 /// `temper eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// A built-in environment name (see `temper envs`) or a folder holding environment.toml.
+    /// A built-in environment name (see `temper envs`), a folder holding environment.toml, or
+    /// a hub environment OWNER/NAME[@REQ] (installed on first use and pinned in temper.lock).
     pub env: String,
 
     /// Base URL of an OpenAI-compatible server (requests go to URL/chat/completions).

@@ -7,3 +7,11 @@ pub const DEFAULT_API_KEY_VAR: &str = "OPENAI_API_KEY";
 /// Set by `temper rl` on the processes it starts: its pid. A process that finds its parent
 /// changed (the launcher died) exits, so nothing is left running.
 pub const SUPERVISOR_PID: &str = "TEMPER_SUPERVISOR_PID";
+/// The environments hub's base URL (`temper env`, `temper login`, hub references in `eval` and
+/// `rl`).
+pub const HUB_URL: &str = "TEMPER_HUB_URL";
+/// The hub API token (wins over the one `temper login` saved).
+pub const HUB_TOKEN: &str = "TEMPER_HUB_TOKEN";
+/// temper's own folder: installed environments (`envs/`) and saved credentials; default
+/// `~/.temper`.
+pub const HOME: &str = "TEMPER_HOME";

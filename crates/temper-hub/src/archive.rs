@@ -177,6 +177,26 @@ fn check_path(rel: &str, limits: &Limits) -> Result<(), String> {
 /// Unpacks `archive` into `dest`, which must not exist yet; see the module docs for what is
 /// refused. On any error nothing is left at `dest`.
 pub fn unpack(archive: &[u8], dest: &Path, limits: &Limits) -> Result<Unpacked, HubError> {
+    unpack_checked(archive, dest, limits, None)
+}
+
+/// [`unpack`], and the unpacked content must hash to `expected` (a lockfile's or the server's
+/// word): otherwise nothing is left at `dest` and the error names both hashes.
+pub fn unpack_verified(
+    archive: &[u8],
+    dest: &Path,
+    limits: &Limits,
+    expected: &str,
+) -> Result<Unpacked, HubError> {
+    unpack_checked(archive, dest, limits, Some(expected))
+}
+
+fn unpack_checked(
+    archive: &[u8],
+    dest: &Path,
+    limits: &Limits,
+    expected: Option<&str>,
+) -> Result<Unpacked, HubError> {
     if archive.len() as u64 > limits.max_archive_bytes {
         return Err(HubError::invalid(format!(
             "the archive is {} bytes; the limit is {}",
@@ -201,6 +221,11 @@ pub fn unpack(archive: &[u8], dest: &Path, limits: &Limits) -> Result<Unpacked, 
         )));
     }
     let content_hash = package::content_hash(staging.path())?;
+    if let Some(expected) = expected
+        && expected != content_hash
+    {
+        return Err(HubError::HashMismatch { expected: expected.to_owned(), actual: content_hash });
+    }
     let staged: PathBuf = staging.keep();
     if let Err(e) = fs::rename(&staged, dest) {
         let _ = fs::remove_dir_all(&staged);

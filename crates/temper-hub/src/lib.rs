@@ -5,13 +5,17 @@
 //! - [`archive`]: deterministic `.tar.gz` of a package folder and defensive unpacking (no links,
 //!   devices, traversal or size bombs; all or nothing);
 //! - [`reference`]: `owner/name[@requirement]` and semver resolution with yanked versions;
-//! - [`lock`]: `temper.lock`, the exact versions and content hashes a project installs.
+//! - [`lock`]: `temper.lock`, the exact versions and content hashes a project installs;
+//! - [`client`] and [`install`]: talking to a hub, and installing into the local store;
+//! - [`db`], [`store`], [`server`] and [`web`]: the registry server (`temper hub serve`).
 //!
 //! The identity of a package version is its content hash
 //! (`temper_envs::package::content_hash`), shared by push, install, verify and the server.
 
 pub mod archive;
+pub mod client;
 pub mod db;
+pub mod install;
 pub mod lock;
 pub mod reference;
 pub mod server;
@@ -19,7 +23,9 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 
-pub use archive::{Limits, Packed, Unpacked, pack, unpack};
+pub use archive::{Limits, Packed, Unpacked, pack, unpack, unpack_verified};
+pub use client::HubClient;
+pub use install::{Installed, Store, install};
 pub use lock::{LOCKFILE, Locked, Lockfile};
 pub use reference::{EnvRef, Wanted, resolve};
 
@@ -49,6 +55,19 @@ pub enum HubError {
     /// The thing exists with other content (a published version, a user).
     #[error("{0}")]
     Conflict(String),
+    /// Talking to a hub failed (unreachable, or an unexpected answer).
+    #[error("{0}")]
+    Http(String),
+    /// Downloaded content is not what was pinned.
+    #[error(
+        "content hash mismatch: expected {expected}, the archive holds {actual}; refusing it (a tampered archive, or a version republished elsewhere)"
+    )]
+    HashMismatch {
+        /// The pinned hash (temper.lock or the server's record).
+        expected: String,
+        /// What the content hashes to.
+        actual: String,
+    },
     /// No such thing (or not visible to the caller).
     #[error("not found: {0}")]
     NotFound(String),

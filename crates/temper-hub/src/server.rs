@@ -194,7 +194,11 @@ impl IntoResponse for ApiError {
             HubError::NotFound(_) => StatusCode::NOT_FOUND,
             HubError::Forbidden(_) => StatusCode::FORBIDDEN,
             HubError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            HubError::Io { .. } | HubError::Database(_) | HubError::Storage(_) => {
+            HubError::Io { .. }
+            | HubError::Database(_)
+            | HubError::Storage(_)
+            | HubError::HashMismatch { .. }
+            | HubError::Http(_) => {
                 tracing::error!("{}", self.0);
                 StatusCode::INTERNAL_SERVER_ERROR
             }

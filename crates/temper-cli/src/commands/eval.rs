@@ -35,7 +35,8 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         allow_external: args.allow_unsandboxed_code,
         ..LoadOptions::default()
     };
-    let env = temper_envs::load(&args.env, &load)
+    let spec = super::env::resolve_spec(&args.env).await?;
+    let env = temper_envs::load(&spec, &load)
         .with_context(|| format!("cannot load environment `{}`", args.env))?;
 
     let api_key = std::env::var(&args.api_key_var).ok().filter(|k| !k.is_empty());

@@ -1,7 +1,10 @@
 //! One module per command.
 
+mod env;
 mod envs;
 mod eval;
+mod hub;
+mod hub_bench;
 mod inference;
 mod inference_bench;
 mod local_server;
@@ -31,5 +34,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Orchestrator(args) => orchestrator::run(args).await,
         Command::Rl(args) => rl::run(args).await,
         Command::Plot(args) => plot::run(args),
+        Command::Hub(command) => hub::run(command).await,
+        Command::Env(command) => env::run(command).await,
+        Command::Login(args) => env::login(args).await,
     }
 }

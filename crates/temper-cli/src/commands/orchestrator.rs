@@ -11,8 +11,9 @@ use temper_orchestrator::{OrchestratorConfig, OrchestratorHooks, Start};
 use crate::args::OrchestratorArgs;
 
 pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
-    let (cfg, resolved): (OrchestratorConfig, String) =
+    let (mut cfg, resolved): (OrchestratorConfig, String) =
         super::settings::load(&args.config, &args.set)?;
+    super::env::resolve_config_envs(&mut cfg).await?;
     cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
     let dir = cfg.output.dir.clone();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -133,6 +133,11 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         check.inference.base_urls = vec![format!("http://{}/v1", check.inference.addr)];
     }
     check.validate().with_context(|| format!("invalid config {file}"))?;
+    // Hub environments are installed (and pinned in temper.lock) here, before anything starts;
+    // the orchestrator then finds them in the store.
+    super::env::resolve_config_envs(&mut check)
+        .await
+        .with_context(|| format!("invalid config {file}"))?;
     let envs = temper_orchestrator::run::load_envs(&check)
         .with_context(|| format!("invalid config {file}"))?;
     if args.check {

@@ -1,6 +1,7 @@
 //! Integration tests of the `temper` binary against a loopback mock OpenAI server.
 
 mod eval;
+mod hub;
 mod inference;
 mod mock;
 mod rl;

@@ -25,6 +25,8 @@ pub enum Behaviour {
     Calculator,
     /// code: a Python program that sums the integers on its input.
     CodeSum,
+    /// `temper env init`'s scaffold: the sum of the integers in the question, in `<answer>`.
+    AnswerSum,
 }
 
 #[derive(Debug)]
@@ -151,6 +153,16 @@ async fn chat(
             let text = if k == 1 { last_user.chars().rev().collect() } else { "0".repeat(20) };
             completion(
                 &json!({"role": "assistant", "content": format!("<reversed_text>{text}</reversed_text>")}),
+                "stop",
+            )
+        }
+        Behaviour::AnswerSum => {
+            let sum: i64 = last_user
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|n| n.parse::<i64>().ok())
+                .sum();
+            completion(
+                &json!({"role": "assistant", "content": format!("The sum is {sum}.\n<answer>{sum}</answer>")}),
                 "stop",
             )
         }

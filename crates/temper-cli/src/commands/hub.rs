@@ -1,0 +1,75 @@
+//! `temper hub serve` and `temper hub user add`.
+
+use anyhow::Context;
+use temper_hub::Limits;
+use temper_hub::db::{Db, Scope};
+use temper_hub::server::{Hub, HubConfig};
+
+use crate::args::{HubCommand, HubDataArgs, HubServeArgs, HubUserAddArgs, HubUserCommand};
+
+pub async fn run(command: HubCommand) -> anyhow::Result<()> {
+    match command {
+        HubCommand::Serve(args) => serve(args).await,
+        HubCommand::User(HubUserCommand::Add(args)) => user_add(args).await,
+        HubCommand::Bench(args) => super::hub_bench::run(args).await,
+    }
+}
+
+async fn open_db(data: &HubDataArgs) -> anyhow::Result<Db> {
+    let db = match &data.database {
+        Some(url) => Db::open(url).await,
+        None => Db::open_dir(&data.data).await,
+    };
+    db.with_context(|| format!("cannot open the hub database of {}", data.data.display()))
+}
+
+async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
+    let mut cfg = HubConfig::new(&args.data.data);
+    cfg.database = args.data.database.clone();
+    cfg.storage = args.storage.clone();
+    cfg.public_url = args.public_url.clone();
+    cfg.rate_per_s = args.rate;
+    cfg.burst = args.burst;
+    cfg.limits = Limits { max_archive_bytes: args.max_archive_mb << 20, ..Limits::default() };
+    let hub = Hub::open(cfg).await.context("cannot open the hub")?;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let addr = listener.local_addr()?;
+    // The first line on stdout says where it listens (tests and scripts read it).
+    println!("temper hub listening on http://{addr} (data {})", args.data.data.display());
+    let shutdown = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        eprintln!("temper hub: shutting down");
+    };
+    temper_hub::server::serve(hub, listener, shutdown).await.context("the hub server failed")
+}
+
+async fn user_add(args: HubUserAddArgs) -> anyhow::Result<()> {
+    let db = open_db(&args.data).await?;
+    let scopes: Vec<Scope> =
+        args.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?;
+    if db.user_exists(&args.name).await? {
+        eprintln!("user `{}` exists; adding a token", args.name);
+    } else {
+        db.add_user(&args.name).await?;
+        eprintln!("created user `{}`", args.name);
+    }
+    let (id, secret) = db.create_token(&args.name, &scopes, &args.label).await?;
+    eprintln!(
+        "token {id} ({}); it is shown once: keep it (TEMPER_HUB_TOKEN or `temper login`)",
+        args.scopes.join(",")
+    );
+    println!("{secret}");
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Installing hub environments into the local store, pinned by `temper.lock`.
+//!
+//! The store keeps each version in its own folder, `ROOT/OWNER/NAME/VERSION-HASH`, written
+//! whole or not at all ([`crate::archive::unpack_verified`]) and never changed afterwards. An
+//! install:
+//!
+//! 1. takes the lockfile's entry when it satisfies the reference (`owner/name`, an exact pin, or
+//!    a requirement the locked version matches), else asks the hub to resolve it;
+//! 2. uses the installed folder when present, after checking its content still hashes to the
+//!    pinned value (no network needed);
+//! 3. otherwise downloads the archive and unpacks it only if its content hashes to the pinned
+//!    value: a lockfile's hash, or the hub's record for a fresh resolution;
+//! 4. records the result in the lockfile (the caller writes it).
+
+use std::path::{Path, PathBuf};
+
+use semver::Version;
+
+use crate::client::HubClient;
+use crate::lock::{Locked, Lockfile};
+use crate::reference::{EnvRef, Wanted};
+use crate::{HubError, Limits};
+
+/// The local store of installed environments.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// An installed environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    /// `owner/name`.
+    pub name: String,
+    /// Its version.
+    pub version: Version,
+    /// Its content hash.
+    pub content_hash: String,
+    /// The package folder.
+    pub dir: PathBuf,
+    /// Whether this call downloaded it (false: it was in the store).
+    pub downloaded: bool,
+}
+
+impl Store {
+    /// The store at `root` (created on the first install).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Its root folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where `owner/name` at `version` with `hash` lives.
+    pub fn dir_for(&self, name: &str, version: &Version, hash: &str) -> PathBuf {
+        self.root.join(name).join(format!("{version}-{hash}"))
+    }
+
+    /// Everything installed, sorted by name then version.
+    pub fn list(&self) -> Result<Vec<Installed>, HubError> {
+        let mut out = Vec::new();
+        for owner in read_dirs(&self.root)? {
+            for env in read_dirs(&owner)? {
+                for version in read_dirs(&env)? {
+                    let file = version.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                    // VERSION-HASH, where the hash is the last 64 characters.
+                    let Some((v, hash)) = file
+                        .len()
+                        .checked_sub(65)
+                        .filter(|&at| file.as_bytes()[at] == b'-')
+                        .map(|at| (&file[..at], &file[at + 1..]))
+                    else {
+                        continue;
+                    };
+                    let Ok(v) = Version::parse(v) else { continue };
+                    let name = format!("{}/{}", file_name(&owner), file_name(&env));
+                    out.push(Installed {
+                        name,
+                        version: v,
+                        content_hash: hash.to_owned(),
+                        dir: version.clone(),
+                        downloaded: false,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name).then(a.version.cmp(&b.version)));
+        Ok(out)
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Sub-folders of `dir` (none when it does not exist), skipping hidden ones (unpacking staging).
+fn read_dirs(dir: &Path) -> Result<Vec<PathBuf>, HubError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(HubError::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| HubError::io(dir, e))?;
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if !hidden && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push(entry.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether a locked version answers `wanted`.
+fn satisfies(locked: &Locked, wanted: &Wanted) -> bool {
+    match wanted {
+        Wanted::Latest => true,
+        Wanted::Exact(v) => &locked.version == v,
+        Wanted::Req(r) => r.matches(&locked.version),
+    }
+}
+
+/// Installs `reference` into `store` (see the module docs); `lock` gets the entry.
+pub async fn install(
+    client: &HubClient,
+    store: &Store,
+    reference: &EnvRef,
+    lock: &mut Lockfile,
+    limits: &Limits,
+) -> Result<Installed, HubError> {
+    let name = reference.full_name();
+    let target = match lock.get(&name).filter(|l| satisfies(l, &reference.wanted)) {
+        Some(locked) => locked.clone(),
+        None => {
+            let r = client.resolve(reference).await?;
+            if r.name != name {
+                return Err(HubError::Http(format!(
+                    "asked the hub for {name}, it answered for {}",
+                    r.name
+                )));
+            }
+            Locked {
+                name: name.clone(),
+                version: r.version,
+                content_hash: r.content_hash,
+                url: r.url,
+            }
+        }
+    };
+    let dir = store.dir_for(&name, &target.version, &target.content_hash);
+    let downloaded = if dir.is_dir() {
+        check_installed(&dir, &target.content_hash)?;
+        false
+    } else {
+        let bytes = client.download(&target.url, limits.max_archive_bytes).await?;
+        let (dest, expected, limits) = (dir.clone(), target.content_hash.clone(), *limits);
+        let unpacked = tokio::task::spawn_blocking(move || {
+            crate::archive::unpack_verified(&bytes, &dest, &limits, &expected)
+        })
+        .await
+        .map_err(|e| HubError::invalid(format!("unpacking {name}: {e}")))?;
+        match unpacked {
+            Ok(_) => true,
+            // Another process installed the same version meanwhile.
+            Err(HubError::Invalid(_)) if dir.is_dir() => {
+                check_installed(&dir, &target.content_hash)?;
+                false
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    lock.put(target.clone());
+    Ok(Installed {
+        name,
+        version: target.version,
+        content_hash: target.content_hash,
+        dir,
+        downloaded,
+    })
+}
+
+/// An installed folder must still hold what was pinned.
+fn check_installed(dir: &Path, expected: &str) -> Result<(), HubError> {
+    let actual = temper_envs::package::content_hash(dir)?;
+    if actual != expected {
+        return Err(HubError::invalid(format!(
+            "{} was changed after it was installed (its content hashes to {actual}, the pin is \
+             {expected}); delete that folder and install again",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Downloads `reference`'s sources into `dest` (which must not exist), checked against the
+/// hub's content hash; the lockfile is not involved.
+pub async fn pull(
+    client: &HubClient,
+    reference: &EnvRef,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<crate::client::Resolved, HubError> {
+    let r = client.resolve(reference).await?;
+    let bytes = client.download(&r.url, limits.max_archive_bytes).await?;
+    let (to, expected, limits) = (dest.to_owned(), r.content_hash.clone(), *limits);
+    tokio::task::spawn_blocking(move || {
+        crate::archive::unpack_verified(&bytes, &to, &limits, &expected)
+    })
+    .await
+    .map_err(|e| HubError::invalid(format!("unpacking {reference}: {e}")))??;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_entries_answer_references() {
+        let locked = Locked {
+            name: "a/bc".into(),
+            version: Version::new(1, 2, 3),
+            content_hash: "0".repeat(64),
+            url: String::new(),
+        };
+        let wanted = |s: &str| s.parse::<EnvRef>().unwrap().wanted;
+        assert!(satisfies(&locked, &wanted("a/bc")));
+        assert!(satisfies(&locked, &wanted("a/bc@1.2.3")));
+        assert!(satisfies(&locked, &wanted("a/bc@^1.1")));
+        assert!(!satisfies(&locked, &wanted("a/bc@1.2.4")));
+        assert!(!satisfies(&locked, &wanted("a/bc@^2")));
+    }
+
+    #[test]
+    fn the_store_lists_what_it_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::new(tmp.path());
+        assert!(store.list().unwrap().is_empty());
+        let hash = "ab".repeat(32);
+        for v in ["1.10.0", "1.2.0"] {
+            let dir = store.dir_for("al/env", &Version::parse(v).unwrap(), &hash);
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join("al/env/.unpacking-x")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("al/env/junk")).unwrap();
+        let listed: Vec<String> =
+            store.list().unwrap().iter().map(|i| format!("{}@{}", i.name, i.version)).collect();
+        assert_eq!(listed, ["al/env@1.2.0", "al/env@1.10.0"]);
+        assert_eq!(store.list().unwrap()[0].content_hash, hash);
+    }
+}
