@@ -20,6 +20,7 @@ pub mod lock;
 pub mod reference;
 pub mod server;
 pub mod store;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 

@@ -13,6 +13,8 @@
 //! | DELETE | `/api/v1/tokens/{id}` | revoke |
 //! | GET | `/api/v1/whoami` | the token's user and scopes |
 //!
+//! Web pages for people are at `/` and `/envs/{owner}/{name}` ([`crate::web`]).
+//!
 //! Tokens come as `Authorization: Bearer thub_…`. Reading public environments needs none;
 //! private ones are visible only to their owner (a token with `read` or `publish`); publishing and
 //! yanking need `publish` and happen only under the token's own namespace. Errors are JSON
@@ -214,6 +216,8 @@ type ApiResult<T> = Result<T, ApiError>;
 pub fn router(hub: Hub) -> Router {
     let body_limit = usize::try_from(hub.cfg.limits.max_archive_bytes).unwrap_or(usize::MAX);
     Router::new()
+        .route("/", get(crate::web::index))
+        .route("/envs/{owner}/{name}", get(crate::web::env_page))
         .route("/health", get(|| async { axum::Json(json!({"status": "ok"})) }))
         .route("/metrics", get(metrics))
         .route("/api/v1/whoami", get(whoami))

@@ -280,3 +280,118 @@ async fn body_and_rate_limits() {
     assert_eq!(statuses[..2], [StatusCode::OK, StatusCode::OK]);
     assert_eq!(statuses.last(), Some(&StatusCode::TOO_MANY_REQUESTS));
 }
+
+/// Headless Chromium (Debian's `chromium`), if installed. CI sets TEMPER_TEST_REQUIRE_CHROMIUM
+/// (and installs it), so there a missing browser fails instead of skipping.
+fn chromium() -> Option<std::path::PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|name| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file())
+        })
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("TEMPER_TEST_REQUIRE_CHROMIUM").is_none(),
+            "TEMPER_TEST_REQUIRE_CHROMIUM is set but no chromium is on PATH"
+        );
+    }
+    found
+}
+
+/// Runs headless Chromium on `url` with `args` (`--dump-dom`, `--screenshot=…`); its stdout.
+async fn browse(browser: &Path, profile: &Path, args: &[&str], url: &str) -> String {
+    let run = tokio::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1280,1000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(90), run)
+        .await
+        .expect("chromium finished within 90 s")
+        .expect("chromium ran");
+    assert!(out.status.success(), "chromium: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::print_stderr, reason = "say why the test did nothing")]
+async fn web_pages_render_safely_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no chromium on PATH (CI installs Debian's `chromium`)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(HubConfig::new(tmp.path().join("data"))).await;
+    for user in ["alice", "bob"] {
+        s.hub.db.add_user(user).await.unwrap();
+    }
+    let (_, alice) = s.hub.db.create_token("alice", &[Scope::Publish], "").await.unwrap();
+    let (_, bob) = s.hub.db.create_token("bob", &[Scope::Publish], "").await.unwrap();
+    let readme = "# Hello\n\nSay **hello** back.\n\n## Usage\n\n| split | examples |\n|---|---|\n| train | 1 |\n\n\
+                  <script>document.title = 'pwned'</script>\n\n\
+                  <img src=\"x\" onerror=\"document.title = 'pwned'\">\n\n\
+                  [a link](javascript:document.title='pwned')\n";
+    let v1 = package(&tmp.path().join("v1"), "hello", "1.0.0", readme);
+    assert_eq!(s.publish(Some(&alice), "alice/hello", v1, false).await.0, StatusCode::CREATED);
+    let v2 = package(&tmp.path().join("v2"), "hello", "1.1.0", readme);
+    let (_, body) = s.publish(Some(&alice), "alice/hello", v2, false).await;
+    let hash = body["content_hash"].as_str().unwrap().to_owned();
+    let v3 = package(&tmp.path().join("v3"), "hello", "1.2.0", readme);
+    assert_eq!(s.publish(Some(&alice), "alice/hello", v3, false).await.0, StatusCode::CREATED);
+    s.hub.db.set_yanked("alice", "hello", &semver::Version::new(1, 2, 0), true).await.unwrap();
+    let hidden = package(&tmp.path().join("h"), "hidden", "0.1.0", "# secret\n");
+    assert_eq!(s.publish(Some(&bob), "bob/hidden", hidden, true).await.0, StatusCode::CREATED);
+
+    let profile = tmp.path().join("chromium-profile");
+    let page = format!("{}/envs/alice/hello", s.url);
+    let dom = browse(&browser, &profile, &["--dump-dom"], &page).await;
+    assert!(dom.contains("<title>alice/hello · temper hub</title>"), "the script ran: {dom}");
+    assert!(dom.contains("<h1 id=\"title\">alice/hello</h1>"), "{dom}");
+    assert!(dom.contains("temper env install alice/hello@1.1.0"), "latest non-yanked: {dom}");
+    assert!(dom.contains("<h2>Usage</h2>") && dom.contains("<td>train</td>"), "{dom}");
+    assert!(dom.contains("<strong>hello</strong>"), "{dom}");
+    for bad in ["<script", "onerror", "javascript:", "pwned'"] {
+        assert!(!dom.contains(bad), "{bad} reached the page: {dom}");
+    }
+    assert!(
+        dom.contains(&format!("<div class=\"hash\" id=\"content-hash\">{hash}</div>")),
+        "{dom}"
+    );
+    for v in ["1.0.0", "1.1.0", "1.2.0"] {
+        assert!(dom.contains(&format!("?v={v}\">{v}</a>")), "version {v} listed: {dom}");
+    }
+    assert!(dom.contains("<span class=\"badge\">yanked</span>"), "{dom}");
+    assert!(
+        dom.contains("<code>data/train.jsonl</code>") && dom.contains("<code>README.md</code>")
+    );
+
+    let index = browse(&browser, &profile, &["--dump-dom"], &format!("{}/?q=hel", s.url)).await;
+    assert!(index.contains("href=\"/envs/alice/hello\""), "{index}");
+    assert!(!index.contains("hidden"), "a private environment is listed: {index}");
+    let missing = format!("{}/envs/bob/hidden", s.url);
+    let missing = browse(&browser, &profile, &["--dump-dom"], &missing).await;
+    assert!(missing.contains("No environment bob/hidden"), "{missing}");
+
+    // The screenshot, kept under target/tmp for people to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hub-env-page.png");
+    let _ = std::fs::remove_file(&shot);
+    browse(&browser, &profile, &[&format!("--screenshot={}", shot.display())], &page).await;
+    let img = image::open(&shot).expect("a PNG screenshot").to_rgb8();
+    assert_eq!(img.dimensions(), (1280, 1000));
+    // The dark install line and the brand colour are drawn; the page is not blank.
+    let count = |rgb: [u8; 3]| img.pixels().filter(|p| p.0 == rgb).count();
+    assert!(count([0x1d, 0x23, 0x2a]) > 2000, "install line: {}", count([0x1d, 0x23, 0x2a]));
+    let distinct: std::collections::HashSet<[u8; 3]> = img.pixels().map(|p| p.0).collect();
+    assert!(distinct.len() > 50, "{} colours", distinct.len());
+    eprintln!("screenshot: {}", shot.display());
+}

@@ -1,0 +1,241 @@
+//! The hub's web pages, served by the same process as the API:
+//!
+//! - `/` (and `/?q=…`): the public environments, searched by owner, name or description;
+//! - `/envs/{owner}/{name}[?v=VERSION]`: one environment, with its README rendered, the install
+//!   line, every version with its content hash, and the files of the shown version.
+//!
+//! Templates are minijinja with HTML auto-escaping; a README is Markdown (pulldown-cmark)
+//! sanitized by ammonia, so scripts, event handlers and `javascript:` links never reach the page,
+//! and a Content-Security-Policy that allows no script at all backs that up. Pages show only
+//! public environments: the web has no login.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::HubError;
+use crate::db::VersionRow;
+use crate::reference::{Wanted, resolve};
+use crate::server::Hub;
+
+/// No script, no plugins, no framing; styles only inline (ours), images from anywhere a README
+/// links (http(s) and data).
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' https: data:; \
+                   form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+fn templates() -> &'static minijinja::Environment<'static> {
+    static ENV: OnceLock<minijinja::Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = minijinja::Environment::new();
+        for (name, source) in [
+            ("base.html", include_str!("../templates/base.html")),
+            ("index.html", include_str!("../templates/index.html")),
+            ("env.html", include_str!("../templates/env.html")),
+            ("error.html", include_str!("../templates/error.html")),
+        ] {
+            // The templates are part of the binary; a syntax error is caught by the tests.
+            if let Err(e) = env.add_template(name, source) {
+                tracing::error!("web template {name}: {e}");
+            }
+        }
+        env
+    })
+}
+
+/// Markdown to HTML that cannot run script.
+pub fn render_readme(markdown: &str) -> String {
+    use pulldown_cmark::{Options, Parser, html};
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES;
+    let mut out = String::with_capacity(markdown.len() * 3 / 2);
+    html::push_html(&mut out, Parser::new_ext(markdown, options));
+    ammonia::Builder::default().clean(&out).to_string()
+}
+
+fn page(status: StatusCode, template: &str, ctx: minijinja::Value) -> Response {
+    let rendered = templates().get_template(template).and_then(|t| t.render(ctx));
+    let (status, body) = match rendered {
+        Ok(body) => (status, body),
+        Err(e) => {
+            tracing::error!("rendering {template}: {e:#}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered".to_owned())
+        }
+    };
+    let mut resp = (status, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    resp
+}
+
+fn error_page(e: &HubError) -> Response {
+    let (status, message) = match e {
+        HubError::NotFound(what) => (StatusCode::NOT_FOUND, format!("No environment {what}.")),
+        HubError::Invalid(m) => (StatusCode::BAD_REQUEST, m.clone()),
+        other => {
+            tracing::error!("web page: {other}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong on the hub.".to_owned())
+        }
+    };
+    let ctx = json!({"status": status.to_string(), "message": message, "q": ""});
+    page(status, "error.html", minijinja::Value::from(minijinja::value::Serde(&ctx)))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct IndexQuery {
+    #[serde(default)]
+    q: String,
+}
+
+const PAGE_SIZE: i64 = 100;
+
+pub(crate) async fn index(State(hub): State<Hub>, Query(q): Query<IndexQuery>) -> Response {
+    match index_inner(&hub, &q.q).await {
+        Ok(r) => r,
+        Err(e) => error_page(&e),
+    }
+}
+
+async fn index_inner(hub: &Hub, q: &str) -> Result<Response, HubError> {
+    if q.len() > 200 {
+        return Err(HubError::invalid("a search is at most 200 bytes"));
+    }
+    let mut envs = hub.db.search(q, None, PAGE_SIZE + 1, 0).await?;
+    let more = envs.len() as i64 > PAGE_SIZE;
+    envs.truncate(PAGE_SIZE as usize);
+    let mut rows = Vec::with_capacity(envs.len());
+    for e in envs {
+        let latest = hub.db.latest(&e.owner, &e.name).await?;
+        rows.push(json!({
+            "owner": e.owner, "name": e.name, "description": e.description,
+            "latest": latest.map(|v| v.to_string()),
+        }));
+    }
+    let ctx = json!({"q": q, "envs": rows, "more": more});
+    Ok(page(StatusCode::OK, "index.html", minijinja::Value::from(minijinja::value::Serde(&ctx))))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct EnvQuery {
+    v: Option<String>,
+}
+
+pub(crate) async fn env_page(
+    State(hub): State<Hub>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(q): Query<EnvQuery>,
+) -> Response {
+    match env_inner(&hub, &owner, &name, q.v.as_deref()).await {
+        Ok(r) => r,
+        Err(e) => error_page(&e),
+    }
+}
+
+/// `YYYY-MM-DD` of Unix seconds (UTC), by the days-to-civil algorithm.
+fn date(unix: i64) -> String {
+    let z = unix.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+async fn env_inner(
+    hub: &Hub,
+    owner: &str,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Response, HubError> {
+    let not_found = || HubError::NotFound(format!("{owner}/{name}"));
+    let env = hub.db.env(owner, name).await?.filter(|e| !e.private).ok_or_else(not_found)?;
+    let versions: Vec<VersionRow> = hub.db.versions(owner, name).await?;
+    let shown: Arc<VersionRow> = Arc::new(match version {
+        Some(v) => {
+            let v = semver::Version::parse(v)
+                .map_err(|e| HubError::invalid(format!("version `{v}`: {e}")))?;
+            versions
+                .iter()
+                .find(|r| r.version == v)
+                .cloned()
+                .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{v}")))?
+        }
+        None => {
+            let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
+            let pick = latest.as_ref().map_or_else(
+                || versions.iter().max_by(|a, b| a.version.cmp(&b.version)),
+                |l| versions.iter().find(|v| &v.version == l),
+            );
+            pick.cloned().ok_or_else(not_found)?
+        }
+    });
+    let rows: Vec<_> = versions
+        .iter()
+        .rev()
+        .map(|v| {
+            json!({
+                "version": v.version.to_string(), "content_hash": v.content_hash,
+                "yanked": v.yanked, "published": date(v.published_at),
+            })
+        })
+        .collect();
+    let ctx = json!({
+        "q": "",
+        "owner": env.owner,
+        "name": env.name,
+        "description": shown.description,
+        "readme": render_readme(&shown.readme),
+        "shown": {
+            "version": shown.version.to_string(), "content_hash": shown.content_hash,
+            "yanked": shown.yanked, "files": shown.files, "archive_bytes": shown.archive_bytes,
+        },
+        "versions": rows,
+    });
+    Ok(page(StatusCode::OK, "env.html", minijinja::Value::from(minijinja::value::Serde(&ctx))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readmes_lose_every_way_to_run_script() {
+        let md = "# Title\n\n<script>alert(1)</script>\n\n<img src=\"x\" onerror=\"alert(2)\">\n\n\
+                  [click](javascript:alert(3)) <a href=\"javascript:alert(4)\">x</a>\n\n\
+                  <iframe src=\"https://evil\"></iframe><style>body{display:none}</style>\n\n\
+                  | a | b |\n|---|---|\n| 1 | 2 |\n\n`<b>code</b>`\n";
+        let html = render_readme(md);
+        assert!(html.contains("<h1>Title</h1>"), "{html}");
+        assert!(html.contains("<td>1</td>"), "tables render: {html}");
+        assert!(html.contains("&lt;b&gt;code&lt;/b&gt;"), "code is escaped: {html}");
+        for bad in ["<script", "onerror", "javascript:", "<iframe", "<style", "alert(1)"] {
+            assert!(!html.contains(bad), "{bad} survived: {html}");
+        }
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(date(0), "1970-01-01");
+        assert_eq!(date(951_782_400), "2000-02-29");
+        assert_eq!(date(1_796_083_200), "2026-12-01");
+    }
+
+    #[test]
+    fn templates_parse() {
+        for t in ["index.html", "env.html", "error.html"] {
+            templates().get_template(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        }
+    }
+}
