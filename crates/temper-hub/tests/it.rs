@@ -395,3 +395,46 @@ async fn web_pages_render_safely_in_headless_chromium() {
     assert!(distinct.len() > 50, "{} colours", distinct.len());
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// The same suite on Postgres: TEMPER_TEST_POSTGRES_URL names a server and a role that may
+/// create databases (`.ci/run` starts Debian's postgresql and sets it); each run gets a fresh
+/// database, dropped afterwards. Without the variable the test says so and does nothing, unless
+/// TEMPER_TEST_REQUIRE_POSTGRES is set.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::print_stderr, reason = "say why the test did nothing")]
+async fn the_api_on_postgres() {
+    use sqlx::Connection as _;
+    let Ok(base) = std::env::var("TEMPER_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("TEMPER_TEST_REQUIRE_POSTGRES").is_none(),
+            "TEMPER_TEST_REQUIRE_POSTGRES is set but TEMPER_TEST_POSTGRES_URL is not"
+        );
+        eprintln!("skipped: set TEMPER_TEST_POSTGRES_URL=postgres://USER:PASS@HOST/DB to run it");
+        return;
+    };
+    let db_name = format!("temper_test_{}_{}", std::process::id(), rand_tag());
+    let mut admin = sqlx::PgConnection::connect(&base).await.expect("connect to Postgres");
+    let create = format!("CREATE DATABASE {db_name}");
+    sqlx::query(&create).execute(&mut admin).await.expect("create the test database");
+    let (head, query) = base.split_once('?').map_or((base.as_str(), ""), |(h, q)| (h, q));
+    let server = head.rsplit_once('/').map_or(head, |(s, _)| s);
+    let url = if query.is_empty() {
+        format!("{server}/{db_name}")
+    } else {
+        format!("{server}/{db_name}?{query}")
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = HubConfig::new(tmp.path().join("data"));
+    cfg.database = Some(url);
+    suite(cfg, tmp.path()).await;
+    let drop_db = format!("DROP DATABASE {db_name} WITH (FORCE)");
+    sqlx::query(&drop_db).execute(&mut admin).await.expect("drop the test database");
+}
+
+#[cfg(feature = "postgres")]
+fn rand_tag() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos().into())
+}

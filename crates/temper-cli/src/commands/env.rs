@@ -157,7 +157,15 @@ pub async fn resolve_spec(spec: &str) -> anyhow::Result<String> {
     }
     let reference: EnvRef = spec.parse()?;
     let client = connect(&HubArgs { url: std::env::var(env_vars::HUB_URL).ok() })?;
-    let installed = install_one(&client, &store()?, &reference, Path::new(LOCKFILE)).await?;
+    let installed = install_one(&client, &store()?, &reference, Path::new(LOCKFILE))
+        .await
+        .with_context(|| {
+            format!(
+                "`{spec}` is no folder here and no built-in environment, so it was taken as a hub \
+                 reference (hub {})",
+                client.base_url()
+            )
+        })?;
     if installed.downloaded {
         eprintln!("installed {}", describe(&installed));
     }

@@ -224,6 +224,21 @@ fn push_install_lock_yank_private_and_login_through_the_cli() {
     let listed = ok(&w.temper("p2", "home", None, &["env", "list"]));
     assert!(listed.contains("alice/greet") && listed.contains("locked"), "{listed}");
 
+    // `temper rl --check` installs a hub environment named in [[env]] and pins it.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reverse-text");
+    let rl = std::fs::read_to_string(example.join("rl.toml"))
+        .expect("example")
+        .replace("id = \"reverse-text\"", "id = \"alice/greet\"")
+        .replace(
+            "sft = \"sft-warmup.toml\"",
+            &format!("sft = {:?}", example.join("sft-warmup.toml")),
+        );
+    std::fs::create_dir_all(w.path("p6")).expect("mkdir");
+    std::fs::write(w.path("p6/rl.toml"), rl).expect("write");
+    let checked = ok(&w.temper("p6", "home5", None, &["rl", "rl.toml", "--check"]));
+    assert!(checked.contains("environments greet@0.1.0"), "{checked}");
+    assert_eq!(read_lock(&w.path("p6/temper.lock")).env[0].content_hash, hash_010);
+
     // Private: bob's environment is invisible to alice and to anonymous readers.
     ok(&w.temper("bob", "home", None, &["env", "init", "secret"]));
     ok(&w.temper("bob", "home", Some(&bob), &["env", "push", "secret", "--private"]));
@@ -412,4 +427,31 @@ fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
+}
+
+#[test]
+fn the_bench_counts_every_publish_and_install() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let json = tmp.path().join("hub.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .args(["hub", "bench", "--clients", "3", "--publishes", "2", "--installs", "4"])
+        .args(["--package-bytes", "4096", "--output"])
+        .arg(&json)
+        .output()
+        .expect("bench");
+    let table = ok(&out);
+    assert!(table.contains("publish") && table.contains("p99 ms"), "{table}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let phases = report["phases"].as_array().expect("phases");
+    assert_eq!((phases[0]["phase"].as_str(), phases[0]["ok"].as_u64()), (Some("publish"), Some(6)));
+    assert_eq!(
+        (phases[1]["phase"].as_str(), phases[1]["ok"].as_u64()),
+        (Some("install"), Some(12))
+    );
+    for p in phases {
+        assert_eq!(p["errors"], 0, "{p}");
+        let (p50, p99) = (p["p50_ms"].as_f64().expect("p50"), p["p99_ms"].as_f64().expect("p99"));
+        assert!(p50 > 0.0 && p99 >= p50, "{p}");
+        assert!(p["per_s"].as_f64().expect("rate") > 0.0, "{p}");
+    }
 }
