@@ -42,6 +42,9 @@ use crate::reference::{EnvRef, Wanted, resolve};
 use crate::store::Archives;
 use crate::{HubError, Limits};
 
+/// Uploads under `tmp/` older than this are abandoned (swept when the server starts).
+const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Longest README kept for the web page.
 const MAX_README: usize = 256 << 10;
 
@@ -115,6 +118,12 @@ impl Hub {
             Some(url) => Archives::open(url)?,
             None => Archives::local(&cfg.data.join("archives"))?,
         };
+        // Leftovers of publishes a crash interrupted (never visible: no row points at them).
+        match archives.sweep_temp(TEMP_MAX_AGE).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("removed {n} abandoned uploads from tmp/"),
+            Err(e) => tracing::warn!("could not sweep abandoned uploads: {e}"),
+        }
         let rate = NonZeroU32::new(cfg.rate_per_s.max(1)).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(cfg.burst.max(1)).unwrap_or(NonZeroU32::MIN);
         let limiter =

@@ -108,11 +108,50 @@ impl Archives {
         }
     }
 
+    /// Deletes uploads under `tmp/` older than `age`: what an interrupted publish (a crash
+    /// between upload and commit) leaves behind. Younger ones may belong to publishes in
+    /// progress on another server sharing the store. Returns how many were deleted.
+    pub async fn sweep_temp(&self, age: std::time::Duration) -> Result<usize, HubError> {
+        use futures::TryStreamExt;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let cutoff = now - age.as_secs() as i64;
+        let items: Vec<_> =
+            self.store.list(Some(&Key::from("tmp"))).try_collect().await.map_err(err)?;
+        let mut deleted = 0;
+        for item in items.into_iter().filter(|m| m.last_modified.timestamp() <= cutoff) {
+            self.delete(item.location.as_ref()).await?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
     /// Keys under `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, HubError> {
         use futures::TryStreamExt;
         let items: Vec<_> =
             self.store.list(Some(&Key::from(prefix))).try_collect().await.map_err(err)?;
         Ok(items.into_iter().map(|m| m.location.to_string()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn abandoned_uploads_are_swept_fresh_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Archives::local(tmp.path()).unwrap();
+        let old = store.put_temp(b"old".to_vec()).await.unwrap();
+        let fresh = store.put_temp(b"fresh".to_vec()).await.unwrap();
+        let file = std::fs::File::options().write(true).open(tmp.path().join(&old)).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(7200)).unwrap();
+        assert_eq!(store.sweep_temp(Duration::from_secs(3600)).await.unwrap(), 1);
+        assert!(!store.exists(&old).await.unwrap());
+        assert!(store.exists(&fresh).await.unwrap());
     }
 }
