@@ -72,6 +72,16 @@ impl Lockfile {
             )));
         }
         for l in &lock.env {
+            let name_ok = l.name.split_once('/').is_some_and(|(owner, name)| {
+                crate::reference::valid_name(owner) && crate::reference::valid_name(name)
+            });
+            if !name_ok {
+                return Err(HubError::invalid(format!(
+                    "{}: `{}` is not an owner/name",
+                    path.display(),
+                    l.name
+                )));
+            }
             let hex_ok = l.content_hash.len() == 64
                 && l.content_hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             if !hex_ok {
@@ -139,5 +149,10 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let err = Lockfile::read(&path).unwrap_err().to_string();
         assert!(err.contains("ab/cd: content_hash"), "{err}");
+        // A name that would climb out of the store is refused on reading.
+        lock.env[0].name = "../../etc".into();
+        lock.write(&path).unwrap();
+        let err = Lockfile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("`../../etc` is not an owner/name"), "{err}");
     }
 }
