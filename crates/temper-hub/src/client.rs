@@ -72,11 +72,20 @@ pub struct PublishOutcome {
 }
 
 /// A client of one hub.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HubClient {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
+}
+
+impl std::fmt::Debug for HubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubClient")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl HubClient {
@@ -186,7 +195,24 @@ impl HubClient {
             Wanted::Req(r) => r.to_string(),
         };
         let path = format!("/api/v1/envs/{}/{}/resolve", reference.owner, reference.name);
-        self.json(self.get(&path).query(&[("req", req)])).await
+        let r: Resolved = self.json(self.get(&path).query(&[("req", req)])).await?;
+        // The answer names folders in the store: it must be what was asked, and a digest.
+        if r.name != reference.full_name() {
+            return Err(HubError::Http(format!(
+                "asked {} for {}, it answered for `{}`",
+                self.base,
+                reference.full_name(),
+                r.name
+            )));
+        }
+        if !crate::lock::is_sha256_hex(&r.content_hash) {
+            return Err(HubError::Http(format!(
+                "{} answered a content hash for {} that is not a SHA-256 hex digest",
+                self.base,
+                reference.full_name()
+            )));
+        }
+        Ok(r)
     }
 
     /// Downloads an archive of at most `max_bytes`. The token goes only to this client's hub:

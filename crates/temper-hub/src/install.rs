@@ -53,8 +53,13 @@ impl Store {
         &self.root
     }
 
-    /// Where `owner/name` at `version` with `hash` lives.
+    /// Where `owner/name` at `version` with `hash` lives. Callers pass a validated reference's
+    /// name and a hex digest (both checked by [`install`]); anything else is a bug.
     pub fn dir_for(&self, name: &str, version: &Version, hash: &str) -> PathBuf {
+        assert!(
+            crate::lock::is_sha256_hex(hash) && !name.contains(".."),
+            "store path from unchecked input: {name} {hash}"
+        );
         self.root.join(name).join(format!("{version}-{hash}"))
     }
 
@@ -75,6 +80,9 @@ impl Store {
                         continue;
                     };
                     let Ok(v) = Version::parse(v) else { continue };
+                    if !crate::lock::is_sha256_hex(hash) {
+                        continue;
+                    }
                     let name = format!("{}/{}", file_name(&owner), file_name(&env));
                     out.push(Installed {
                         name,
@@ -135,13 +143,8 @@ pub async fn install(
     let target = match lock.get(&name).filter(|l| satisfies(l, &reference.wanted)) {
         Some(locked) => locked.clone(),
         None => {
+            // resolve() checks the answer names this environment and holds a digest.
             let r = client.resolve(reference).await?;
-            if r.name != name {
-                return Err(HubError::Http(format!(
-                    "asked the hub for {name}, it answered for {}",
-                    r.name
-                )));
-            }
             Locked {
                 name: name.clone(),
                 version: r.version,
@@ -150,6 +153,9 @@ pub async fn install(
             }
         }
     };
+    if !crate::lock::is_sha256_hex(&target.content_hash) {
+        return Err(HubError::invalid(format!("{name}: the pinned content hash is not a digest")));
+    }
     let dir = store.dir_for(&name, &target.version, &target.content_hash);
     let downloaded = if dir.is_dir() {
         check_installed(&dir, &target.content_hash)?;
@@ -164,9 +170,9 @@ pub async fn install(
         .map_err(|e| HubError::invalid(format!("unpacking {name}: {e}")))?;
         match unpacked {
             Ok(_) => true,
-            // Another process installed the same version meanwhile.
-            Err(HubError::Invalid(_)) if dir.is_dir() => {
-                check_installed(&dir, &target.content_hash)?;
+            // Another process installed the same version meanwhile (it won the final rename).
+            Err(e) if dir.is_dir() => {
+                check_installed(&dir, &target.content_hash).map_err(|_| e)?;
                 false
             }
             Err(e) => return Err(e),

@@ -23,6 +23,11 @@ use crate::HubError;
 pub const LOCKFILE: &str = "temper.lock";
 const FORMAT: u32 = 1;
 
+/// Whether `s` is a SHA-256 digest in lowercase hex (what a content hash looks like).
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// One locked environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,9 +87,7 @@ impl Lockfile {
                     l.name
                 )));
             }
-            let hex_ok = l.content_hash.len() == 64
-                && l.content_hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !hex_ok {
+            if !is_sha256_hex(&l.content_hash) {
                 return Err(HubError::invalid(format!(
                     "{}: {}: content_hash is not a SHA-256 hex digest",
                     path.display(),
@@ -104,9 +107,15 @@ impl Lockfile {
         let text = format!(
             "# temper.lock: written by `temper env install`; commit it so every machine installs\n# the same environments.\n{body}"
         );
-        let tmp = path.with_extension("lock.tmp");
-        std::fs::write(&tmp, text).map_err(|e| HubError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| HubError::io(path, e))
+        // A temporary file of its own (two writers never share one), renamed over the file.
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".temper.lock.")
+            .tempfile_in(dir)
+            .map_err(|e| HubError::io(dir, e))?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| HubError::io(path, e))?;
+        tmp.persist(path).map_err(|e| HubError::io(path, e.error))?;
+        Ok(())
     }
 
     /// The entry of `owner/name`.

@@ -438,3 +438,42 @@ fn rand_tag() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos().into())
 }
+
+/// A hub that answers a resolve with a hash that would climb out of the store, or for another
+/// environment: the client refuses both before any path is built from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_resolve_answer_is_refused() {
+    use axum::routing::get;
+    let app = axum::Router::new().route(
+        "/api/v1/envs/{owner}/{name}/resolve",
+        get(
+            |axum::extract::Path((owner, name)): axum::extract::Path<(String, String)>| async move {
+                let (answer_name, hash) = match name.as_str() {
+                    "climb" => (format!("{owner}/{name}"), "../../../../tmp/evil".to_owned()),
+                    _ => ("someone/else".to_owned(), "a".repeat(64)),
+                };
+                axum::Json(json!({"name": answer_name, "version": "1.0.0", "content_hash": hash,
+                              "yanked": false, "url": "http://127.0.0.1:1/x"}))
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let tmp = tempfile::tempdir().unwrap();
+    let client = temper_hub::HubClient::new(&url, None).unwrap();
+    let store = temper_hub::Store::new(tmp.path().join("store"));
+    for (spec, needle) in
+        [("al/climb", "not a SHA-256"), ("al/other", "answered for `someone/else`")]
+    {
+        let reference: temper_hub::EnvRef = spec.parse().unwrap();
+        let mut lock = temper_hub::Lockfile::default();
+        let err = temper_hub::install(&client, &store, &reference, &mut lock, &Limits::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{spec}: {err}");
+        assert!(lock.env.is_empty());
+    }
+    assert!(!tmp.path().join("store").exists(), "nothing was created");
+}

@@ -45,11 +45,17 @@ fn store() -> anyhow::Result<Store> {
 }
 
 /// What `temper login` saves.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Credentials {
     url: String,
     token: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("url", &self.url).finish_non_exhaustive()
+    }
 }
 
 fn credentials_path() -> anyhow::Result<PathBuf> {
@@ -133,6 +139,17 @@ async fn install_one(
     reference: &EnvRef,
     lock_path: &Path,
 ) -> anyhow::Result<temper_hub::Installed> {
+    // One install at a time per project: the lockfile is read, extended and written back
+    // whole, so concurrent runs (parallel evals) must not interleave. The lock is on the
+    // folder that holds temper.lock, released when `_guard` drops.
+    let folder = lock_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let handle = std::fs::File::open(folder)
+        .with_context(|| format!("cannot open {} to lock it", folder.display()))?;
+    let _guard = tokio::task::spawn_blocking(move || {
+        nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)
+    })
+    .await?
+    .with_context(|| format!("cannot lock {}", folder.display()))?;
     let mut lock = Lockfile::read(lock_path)?;
     let before = lock.clone();
     let installed = temper_hub::install(client, store, reference, &mut lock, &Limits::default())

@@ -455,3 +455,48 @@ fn the_bench_counts_every_publish_and_install() {
         assert!(p["per_s"].as_f64().expect("rate") > 0.0, "{p}");
     }
 }
+
+#[test]
+fn concurrent_installs_share_the_store_and_the_lockfile() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("hub");
+    let hub = HubProc::start(&data);
+    let w = World { tmp, url: hub.url.clone() };
+    let token = user_add(&data, "dave", "publish");
+    let names = ["aa", "bb", "cc", "dd"];
+    for n in names {
+        ok(&w.temper("src", "home", None, &["env", "init", n]));
+        ok(&w.temper("src", "home", Some(&token), &["env", "push", n]));
+    }
+    // Each environment twice, all at once, into one project and one store.
+    let spawn = |spec: String| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_temper"));
+        cmd.args(["env", "install", &spec])
+            .current_dir(w.path("proj"))
+            .env("TEMPER_HOME", w.path("home"))
+            .env("TEMPER_HUB_URL", &w.url)
+            .env("TEMPER_LOG", "error")
+            .env_remove("TEMPER_HUB_TOKEN");
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn")
+    };
+    std::fs::create_dir_all(w.path("proj")).expect("mkdir");
+    let children: Vec<Child> =
+        names.iter().chain(names.iter()).map(|n| spawn(format!("dave/{n}"))).collect();
+    for c in children {
+        ok(&c.wait_with_output().expect("install"));
+    }
+    let lock = read_lock(&w.path("proj/temper.lock"));
+    let locked: Vec<&str> = lock.env.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(locked, ["dave/aa", "dave/bb", "dave/cc", "dave/dd"]);
+    for l in &lock.env {
+        let dir =
+            w.path("home/envs").join(&l.name).join(format!("{}-{}", l.version, l.content_hash));
+        assert_eq!(temper_envs::package::content_hash(&dir).expect("installed"), l.content_hash);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(w.path("proj"))
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(leftovers, ["temper.lock"], "no temporary files left in the project");
+    drop(hub);
+}
