@@ -19,12 +19,27 @@ use temper_hub::{EnvRef, HubClient, Limits, Store};
 
 use crate::args::HubBenchArgs;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// Each task's per-operation latencies in ms, or why an operation failed.
+type Outcomes = Vec<Result<f64, String>>;
+
+/// Waits for every task; the latencies of what succeeded, and how many failed.
+async fn collect(
+    what: &str,
+    mut tasks: tokio::task::JoinSet<Outcomes>,
+) -> anyhow::Result<(Vec<f64>, usize)> {
+    let (mut ms, mut errors) = (Vec::new(), 0);
+    while let Some(done) = tasks.join_next().await {
+        for r in done? {
+            match r {
+                Ok(t) => ms.push(t),
+                Err(e) => {
+                    errors += 1;
+                    tracing::warn!("{what} failed: {e}");
+                }
+            }
+        }
     }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+    Ok((ms, errors))
 }
 
 /// One phase's numbers.
@@ -36,9 +51,9 @@ fn phase(name: &str, mut ms: Vec<f64>, errors: usize, wall_s: f64) -> Value {
         "errors": errors,
         "wall_s": wall_s,
         "per_s": ms.len() as f64 / wall_s,
-        "p50_ms": percentile(&ms, 0.5),
-        "p90_ms": percentile(&ms, 0.9),
-        "p99_ms": percentile(&ms, 0.99),
+        "p50_ms": super::sandbox_bench::percentile(&ms, 0.5),
+        "p90_ms": super::sandbox_bench::percentile(&ms, 0.9),
+        "p99_ms": super::sandbox_bench::percentile(&ms, 0.99),
         "max_ms": ms.last().copied().unwrap_or(f64::NAN),
     })
 }
@@ -127,24 +142,16 @@ pub async fn run(args: HubBenchArgs) -> anyhow::Result<()> {
             for a in archives {
                 let t = Instant::now();
                 let r = client.publish(&user, "bench-env", a, false).await;
-                out.push(r.map(|o| (o.created, t.elapsed().as_secs_f64() * 1e3)));
+                out.push(match r {
+                    Ok(o) if o.created => Ok(t.elapsed().as_secs_f64() * 1e3),
+                    Ok(_) => Err("the version existed already".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                });
             }
             out
         });
     }
-    let (mut ms, mut errors) = (Vec::new(), 0);
-    while let Some(done) = tasks.join_next().await {
-        for r in done? {
-            match r {
-                Ok((true, t)) => ms.push(t),
-                Ok((false, _)) => errors += 1,
-                Err(e) => {
-                    errors += 1;
-                    tracing::warn!("publish failed: {e}");
-                }
-            }
-        }
-    }
+    let (ms, errors) = collect("publish", tasks).await?;
     let publishes = phase("publish", ms, errors, t0.elapsed().as_secs_f64());
 
     // Installs: each client installs other clients' versions into fresh stores (so every
@@ -165,7 +172,7 @@ pub async fn run(args: HubBenchArgs) -> anyhow::Result<()> {
                 let reference: EnvRef = match format!("{other}/bench-env@1.0.{v}").parse() {
                     Ok(r) => r,
                     Err(e) => {
-                        out.push(Err(e));
+                        out.push(Err(e.to_string()));
                         continue;
                     }
                 };
@@ -179,23 +186,12 @@ pub async fn run(args: HubBenchArgs) -> anyhow::Result<()> {
                     &Limits::default(),
                 )
                 .await;
-                out.push(r.map(|_| t.elapsed().as_secs_f64() * 1e3));
+                out.push(r.map(|_| t.elapsed().as_secs_f64() * 1e3).map_err(|e| e.to_string()));
             }
             out
         });
     }
-    let (mut ms, mut errors) = (Vec::new(), 0);
-    while let Some(done) = tasks.join_next().await {
-        for r in done? {
-            match r {
-                Ok(t) => ms.push(t),
-                Err(e) => {
-                    errors += 1;
-                    tracing::warn!("install failed: {e}");
-                }
-            }
-        }
-    }
+    let (ms, errors) = collect("install", tasks).await?;
     let installs = phase("install", ms, errors, t0.elapsed().as_secs_f64());
     let _ = stop_tx.send(());
     let _ = server.await;

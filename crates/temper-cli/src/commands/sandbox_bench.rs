@@ -17,7 +17,8 @@ const BENCH_DIR: &str = "/opt/temper-bench";
 /// The trivial program: `int main(void) { return 0; }`, compiled static on the host.
 const TRIVIAL: &str = "/opt/temper-bench/trivial";
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile (0..=1) of ascending `sorted` (nearest rank); NaN when empty.
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
