@@ -18,6 +18,7 @@ pub mod gguf;
 pub mod kernels;
 pub mod ops;
 pub mod tokenizer;
+pub mod train;
 pub mod weights;
 
 mod cache;
@@ -30,6 +31,7 @@ pub use chat::ChatTemplate;
 pub use config::{Architecture, Gating, ModelConfig, MoeConfig};
 pub use pretrained::Pretrained;
 pub use tokenizer::{StreamDecoder, Tokenizer};
+pub use train::TrainTape;
 pub use transformer::{Logits, Packed, Transformer, param_shapes};
 
 /// What can go wrong building or running a model.

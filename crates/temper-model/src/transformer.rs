@@ -10,9 +10,9 @@ use crate::{Gating, KvCache, ModelConfig, ModelError, init};
 /// Independent sequences prepared for a packed forward ([`Transformer::pack`]).
 #[derive(Debug)]
 pub struct Packed {
-    ids: Tensor,
-    spans: Vec<(usize, usize)>,
-    rope: ops::RopeAt,
+    pub(crate) ids: Tensor,
+    pub(crate) spans: Vec<(usize, usize)>,
+    pub(crate) rope: ops::RopeAt,
 }
 
 impl Packed {
@@ -42,45 +42,45 @@ pub enum Logits {
 }
 
 #[derive(Debug, Clone)]
-struct Layer {
-    input_norm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
-    q_bias: Option<Tensor>,
-    k_bias: Option<Tensor>,
-    v_bias: Option<Tensor>,
-    q_norm: Option<Tensor>,
-    k_norm: Option<Tensor>,
-    post_norm: Tensor,
-    mlp: Mlp,
+pub(crate) struct Layer {
+    pub(crate) input_norm: Tensor,
+    pub(crate) q: Tensor,
+    pub(crate) k: Tensor,
+    pub(crate) v: Tensor,
+    pub(crate) o: Tensor,
+    pub(crate) q_bias: Option<Tensor>,
+    pub(crate) k_bias: Option<Tensor>,
+    pub(crate) v_bias: Option<Tensor>,
+    pub(crate) q_norm: Option<Tensor>,
+    pub(crate) k_norm: Option<Tensor>,
+    pub(crate) post_norm: Tensor,
+    pub(crate) mlp: Mlp,
 }
 
 /// A gated MLP: `down(silu(gate(x)) * up(x))`.
 #[derive(Debug, Clone)]
-struct Ffn {
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+pub(crate) struct Ffn {
+    pub(crate) gate: Tensor,
+    pub(crate) up: Tensor,
+    pub(crate) down: Tensor,
 }
 
 impl Ffn {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let h = (ops::silu(&linear(x, &self.gate, None)?)? * linear(x, &self.up, None)?)?;
         linear(&h, &self.down, None)
     }
 }
 
 #[derive(Debug, Clone)]
-enum Mlp {
+pub(crate) enum Mlp {
     Dense(Ffn),
     Moe(Box<Moe>),
 }
 
 /// A mixture-of-experts MLP.
 #[derive(Debug, Clone)]
-struct Moe {
+pub(crate) struct Moe {
     router: Tensor,
     correction_bias: Option<Tensor>,
     experts: Vec<Ffn>,
@@ -95,7 +95,7 @@ impl Moe {
     /// Routes each row of `x` (`[n, hidden]`) to its top-k experts and sums their outputs by
     /// routing weight. Scores, the top-k choice and the weights are computed as tensors (on the
     /// model's device); only the chosen expert ids come to the host, to group rows by expert.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (n, hidden) = x.dims2()?;
         let logits = linear(x, &self.router, None)?;
         let probs = match self.gating {
@@ -149,16 +149,16 @@ impl Moe {
 /// differentiated with respect to every weight.
 #[derive(Debug)]
 pub struct Transformer {
-    cfg: ModelConfig,
-    device: Device,
+    pub(crate) cfg: ModelConfig,
+    pub(crate) device: Device,
     /// Every weight by its Hugging Face name, in [`param_shapes`] order.
-    params: Vec<(String, Var)>,
-    embed: Tensor,
-    layers: Vec<Layer>,
-    norm: Tensor,
-    lm_head: Tensor,
-    rope: Rope,
-    trainable: bool,
+    pub(crate) params: Vec<(String, Var)>,
+    pub(crate) embed: Tensor,
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) norm: Tensor,
+    pub(crate) lm_head: Tensor,
+    pub(crate) rope: Rope,
+    pub(crate) trainable: bool,
 }
 
 /// The weights a configuration needs: Hugging Face name and shape, in a fixed order.
@@ -579,7 +579,7 @@ impl Transformer {
     }
 
     /// Attention one sequence at a time, each continuing its cache when there are caches.
-    fn attention_per_sequence(
+    pub(crate) fn attention_per_sequence(
         &self,
         l: usize,
         q: &Tensor,

@@ -1,5 +1,6 @@
 //! Times the phases of one training step on a small Qwen3-shaped model (forward, loss, backward,
-//! gradient norm, AdamW), to see where a step's time goes. `cargo run --release --example
+//! gradient norm, AdamW), to see where a step's time goes (`TEMPER_AUTOGRAD=1`: with candle's
+//! autograd instead of the written-out backward pass). `cargo run --release --example
 //! step_probe -p temper-trainer`.
 #![allow(clippy::print_stdout, reason = "a probe prints its measurements")]
 
@@ -16,21 +17,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..255]).collect();
     let targets: Vec<u32> = seqs.iter().flat_map(|s| s[1..].iter().copied()).collect();
     let mut opt = AdamW::new(model.params(), OptimConfig::default())?;
+    // `TEMPER_AUTOGRAD=1`: candle's autograd instead of the written-out backward pass.
+    let autograd = std::env::var("TEMPER_AUTOGRAD").is_ok_and(|v| v == "1");
     for round in 0..3 {
+        let loss_of = |logits: &Tensor| -> candle_core::Result<Tensor> {
+            let ids = Tensor::from_vec(targets.clone(), targets.len(), &Device::Cpu)?;
+            let lp = temper_model::ops::token_logprobs(logits, &ids)?;
+            lp.sum_all()?.neg()? / targets.len() as f64
+        };
         let t0 = Instant::now();
-        let logits = model.forward_packed(&inputs)?;
-        let t1 = Instant::now();
-        let ids = Tensor::from_vec(targets.clone(), targets.len(), &Device::Cpu)?;
-        let lp = temper_model::ops::token_logprobs(&logits, &ids)?;
-        let loss = (lp.sum_all()?.neg()? / targets.len() as f64)?;
-        let t2 = Instant::now();
-        let grads = loss.backward()?;
-        let t3 = Instant::now();
-        let g: Vec<Tensor> = model
-            .params()
-            .iter()
-            .map(|(_, p)| grads.get(p.as_tensor()).cloned().ok_or("missing grad"))
-            .collect::<Result<_, _>>()?;
+        let (t1, t2, t3, g) = if autograd {
+            let logits = model.forward_packed(&inputs)?;
+            let t1 = Instant::now();
+            let loss = loss_of(&logits)?;
+            let t2 = Instant::now();
+            let grads = loss.backward()?;
+            let t3 = Instant::now();
+            let g: Vec<Tensor> = model
+                .params()
+                .iter()
+                .map(|(_, p)| grads.get(p.as_tensor()).cloned().ok_or("missing grad"))
+                .collect::<Result<_, _>>()?;
+            (t1, t2, t3, g)
+        } else {
+            let tape = model.train_forward(&inputs, false)?;
+            let t1 = Instant::now();
+            let loss = loss_of(tape.logits())?;
+            let t2 = Instant::now();
+            let dlogits = loss.backward()?.get(tape.logits()).cloned().ok_or("no gradient")?;
+            let g = tape.backward(&dlogits)?;
+            (t1, t2, Instant::now(), g)
+        };
         let norm = grad_norm(&g)?;
         let t4 = Instant::now();
         opt.step(&g, 1e-5)?;

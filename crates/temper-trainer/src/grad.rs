@@ -30,8 +30,18 @@ pub fn loss_and_grads_for<T>(
     checkpoint: bool,
     loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
 ) -> candle_core::Result<(Vec<Tensor>, T)> {
-    let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
     let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
+    // The model's own weights, f32 on the CPU: the backward pass written out (same gradients,
+    // a fraction of autograd's time and allocations).
+    if written_backward() && model.has_written_backward() && std::ptr::eq(params, model.params()) {
+        let tape = model.train_forward(inputs, checkpoint).map_err(to_candle)?;
+        let (loss, out) = loss_fn(tape.logits())?;
+        let store = loss.backward()?;
+        let dlogits = grad_of(&store, tape.logits())?;
+        drop((store, loss));
+        return Ok((tape.backward(&dlogits).map_err(to_candle)?, out));
+    }
+    let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
     let out = if checkpoint {
         let packed = model.pack(inputs).map_err(to_candle)?;
         let mut hidden = vec![model.embed(&packed).map_err(to_candle)?.detach()];
@@ -73,6 +83,13 @@ pub fn loss_and_grads_for<T>(
         })
         .collect::<candle_core::Result<Vec<_>>>()?;
     Ok((grads, out))
+}
+
+/// Whether to use the written-out backward pass where it applies: yes, unless
+/// `TEMPER_AUTOGRAD=1` asks for candle's autograd everywhere (to compare the two).
+fn written_backward() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TEMPER_AUTOGRAD").map_or(true, |v| v != "1"))
 }
 
 fn grad_of(store: &candle_core::backprop::GradStore, t: &Tensor) -> candle_core::Result<Tensor> {

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Tensor, Var};
+use std::cell::RefCell;
+
+use candle_core::{CpuStorage, DType, Device, InplaceOp2, Layout, Storage, Tensor, Var};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Optimizer options (`[optim]`).
@@ -67,23 +70,48 @@ pub fn decays(name: &str, shape: &[usize]) -> bool {
 
 /// AdamW over a model's weights, PyTorch's update order: θ ← θ·(1 − lr·λ), then
 /// θ ← θ − lr · m̂ / (√v̂ + ε). Moments are kept in f32.
+///
+/// f32 weights on the CPU are updated in place by one pass over weight, gradient and moments
+/// (split across threads); elsewhere the update is a chain of tensor ops.
 #[derive(Debug)]
 pub struct AdamW {
     cfg: OptimConfig,
     params: Vec<(String, Var, bool)>,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
+    moments: Vec<Moments>,
     steps: u64,
+}
+
+#[derive(Debug)]
+enum Moments {
+    /// Plain vectors, for weights updated in place on the CPU.
+    Host {
+        m: Vec<f32>,
+        v: Vec<f32>,
+    },
+    Tensors {
+        m: Tensor,
+        v: Tensor,
+    },
+}
+
+/// Whether a weight is updated by the in-place CPU kernel.
+fn in_place(p: &Var) -> bool {
+    p.device().is_cpu() && p.dtype() == DType::F32
 }
 
 impl AdamW {
     /// An optimizer for `params` (name and weight), moments at zero.
     pub fn new(params: &[(String, Var)], cfg: OptimConfig) -> candle_core::Result<Self> {
-        let mut m = Vec::with_capacity(params.len());
-        let mut v = Vec::with_capacity(params.len());
+        let mut moments = Vec::with_capacity(params.len());
         for (_, p) in params {
-            m.push(Tensor::zeros(p.shape(), DType::F32, p.device())?);
-            v.push(Tensor::zeros(p.shape(), DType::F32, p.device())?);
+            moments.push(if in_place(p) {
+                Moments::Host { m: vec![0.0; p.elem_count()], v: vec![0.0; p.elem_count()] }
+            } else {
+                Moments::Tensors {
+                    m: Tensor::zeros(p.shape(), DType::F32, p.device())?,
+                    v: Tensor::zeros(p.shape(), DType::F32, p.device())?,
+                }
+            });
         }
         Ok(Self {
             cfg,
@@ -91,8 +119,7 @@ impl AdamW {
                 .iter()
                 .map(|(n, p)| (n.clone(), p.clone(), decays(n, p.dims())))
                 .collect(),
-            m,
-            v,
+            moments,
             steps: 0,
         })
     }
@@ -109,6 +136,17 @@ impl AdamW {
 
     /// One update with learning rate `lr` from `grads` (one per weight, in order).
     pub fn step(&mut self, grads: &[Tensor], lr: f64) -> candle_core::Result<()> {
+        self.step_scaled(grads, lr, 1.0)
+    }
+
+    /// One update from `grads` multiplied by `grad_scale` (the clipping factor of
+    /// [`clip_scale`]), without a scaled copy of the gradients.
+    pub fn step_scaled(
+        &mut self,
+        grads: &[Tensor],
+        lr: f64,
+        grad_scale: f64,
+    ) -> candle_core::Result<()> {
         if grads.len() != self.params.len() {
             candle_core::bail!("{} gradients for {} weights", grads.len(), self.params.len());
         }
@@ -118,19 +156,50 @@ impl AdamW {
         let bc1 = 1.0 - b1.powi(t);
         let bc2 = 1.0 - b2.powi(t);
         for (i, (_, p, decay)) in self.params.iter().enumerate() {
-            let g = grads[i].to_dtype(DType::F32)?;
-            let m = ((&self.m[i] * b1)? + (&g * (1.0 - b1))?)?;
-            let v = ((&self.v[i] * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-            let mut theta = p.as_tensor().to_dtype(DType::F32)?;
-            if *decay && self.cfg.weight_decay > 0.0 {
-                theta = (theta * (1.0 - lr * self.cfg.weight_decay))?;
+            if grads[i].dims() != p.dims() {
+                candle_core::bail!(
+                    "gradient of shape {:?} for a weight of shape {:?}",
+                    grads[i].dims(),
+                    p.dims()
+                );
             }
-            let denom = ((&v / bc2)?.sqrt()? + self.cfg.eps)?;
-            let update = ((&m / bc1)? / denom)?;
-            let theta = (theta - (update * lr)?)?;
-            p.set(&theta.to_dtype(p.dtype())?)?;
-            self.m[i] = m;
-            self.v[i] = v;
+            let decay = if *decay { self.cfg.weight_decay } else { 0.0 };
+            match &mut self.moments[i] {
+                Moments::Host { m, v } => {
+                    let g = grads[i].to_dtype(DType::F32)?.contiguous()?;
+                    let kernel = AdamKernel {
+                        m: RefCell::new(m),
+                        v: RefCell::new(v),
+                        decay: (1.0 - lr * decay) as f32,
+                        b1: b1 as f32,
+                        b2: b2 as f32,
+                        bc1: bc1 as f32,
+                        bc2: bc2 as f32,
+                        lr: lr as f32,
+                        eps: self.cfg.eps as f32,
+                        grad_scale: grad_scale as f32,
+                    };
+                    p.as_tensor().inplace_op2(&g, &kernel)?;
+                }
+                Moments::Tensors { m, v } => {
+                    let mut g = grads[i].to_dtype(DType::F32)?;
+                    if grad_scale != 1.0 {
+                        g = (g * grad_scale)?;
+                    }
+                    let new_m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
+                    let new_v = ((&*v * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+                    let mut theta = p.as_tensor().to_dtype(DType::F32)?;
+                    if decay > 0.0 {
+                        theta = (theta * (1.0 - lr * decay))?;
+                    }
+                    let denom = ((&new_v / bc2)?.sqrt()? + self.cfg.eps)?;
+                    let update = ((&new_m / bc1)? / denom)?;
+                    let theta = (theta - (update * lr)?)?;
+                    p.set(&theta.to_dtype(p.dtype())?)?;
+                    *m = new_m;
+                    *v = new_v;
+                }
+            }
         }
         Ok(())
     }
@@ -138,9 +207,20 @@ impl AdamW {
     /// The moments by weight name (`<name>.exp_avg`, `<name>.exp_avg_sq`), for checkpoints.
     pub fn state_tensors(&self) -> BTreeMap<String, Tensor> {
         let mut out = BTreeMap::new();
-        for (i, (name, _, _)) in self.params.iter().enumerate() {
-            out.insert(format!("{name}.exp_avg"), self.m[i].clone());
-            out.insert(format!("{name}.exp_avg_sq"), self.v[i].clone());
+        for ((name, p, _), moments) in self.params.iter().zip(&self.moments) {
+            let (m, v) = match moments {
+                Moments::Host { m, v } => {
+                    let host = |x: &[f32]| Tensor::from_slice(x, p.shape(), &Device::Cpu);
+                    match (host(m), host(v)) {
+                        (Ok(m), Ok(v)) => (m, v),
+                        // The lengths are the weight's by construction.
+                        _ => continue,
+                    }
+                }
+                Moments::Tensors { m, v } => (m.clone(), v.clone()),
+            };
+            out.insert(format!("{name}.exp_avg"), m);
+            out.insert(format!("{name}.exp_avg_sq"), v);
         }
         out
     }
@@ -151,8 +231,8 @@ impl AdamW {
         mut tensors: BTreeMap<String, Tensor>,
         steps: u64,
     ) -> Result<(), String> {
-        for (i, (name, p, _)) in self.params.iter().enumerate() {
-            for (suffix, slot) in [("exp_avg", &mut self.m[i]), ("exp_avg_sq", &mut self.v[i])] {
+        for ((name, p, _), moments) in self.params.iter().zip(self.moments.iter_mut()) {
+            let mut take = |suffix: &str| -> Result<Tensor, String> {
                 let key = format!("{name}.{suffix}");
                 let t = tensors.remove(&key).ok_or_else(|| format!("`{key}` is missing"))?;
                 if t.dims() != p.dims() {
@@ -162,7 +242,21 @@ impl AdamW {
                         p.dims()
                     ));
                 }
-                *slot = t.to_dtype(DType::F32).map_err(|e| e.to_string())?;
+                t.to_dtype(DType::F32).map_err(|e| e.to_string())
+            };
+            let (m, v) = (take("exp_avg")?, take("exp_avg_sq")?);
+            match moments {
+                Moments::Host { m: hm, v: hv } => {
+                    let host = |t: Tensor| -> Result<Vec<f32>, String> {
+                        t.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(|e| e.to_string())
+                    };
+                    *hm = host(m)?;
+                    *hv = host(v)?;
+                }
+                Moments::Tensors { m: tm, v: tv } => {
+                    *tm = m.to_device(p.device()).map_err(|e| e.to_string())?;
+                    *tv = v.to_device(p.device()).map_err(|e| e.to_string())?;
+                }
             }
         }
         self.steps = steps;
@@ -170,20 +264,102 @@ impl AdamW {
     }
 }
 
-/// The global L2 norm of `grads` (computed in f64 from per-tensor sums of squares).
+/// Elements of a weight one thread updates at a time.
+const CHUNK: usize = 1 << 15;
+
+/// The in-place AdamW update of one f32 weight on the CPU, given its gradient.
+struct AdamKernel<'a> {
+    m: RefCell<&'a mut Vec<f32>>,
+    v: RefCell<&'a mut Vec<f32>>,
+    /// `1 − lr·λ` (1 without decay).
+    decay: f32,
+    b1: f32,
+    b2: f32,
+    bc1: f32,
+    bc2: f32,
+    lr: f32,
+    eps: f32,
+    grad_scale: f32,
+}
+
+impl InplaceOp2 for AdamKernel<'_> {
+    fn name(&self) -> &'static str {
+        "adamw"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<()> {
+        let (CpuStorage::F32(theta), CpuStorage::F32(g)) = (s1, s2) else {
+            candle_core::bail!("adamw: the in-place update needs f32 weight and gradient");
+        };
+        let mut m = self.m.borrow_mut();
+        let mut v = self.v.borrow_mut();
+        let n = m.len();
+        if !l1.is_contiguous() || !l2.is_contiguous() || l1.shape().elem_count() != n {
+            candle_core::bail!("adamw: weight, gradient and moments must be contiguous and alike");
+        }
+        let theta = &mut theta[l1.start_offset()..l1.start_offset() + n];
+        let g = &g[l2.start_offset()..l2.start_offset() + n];
+        let (decay, b1, b2, bc1, bc2, lr, eps, scale) =
+            (self.decay, self.b1, self.b2, self.bc1, self.bc2, self.lr, self.eps, self.grad_scale);
+        theta
+            .par_chunks_mut(CHUNK)
+            .zip(m.par_chunks_mut(CHUNK))
+            .zip(v.par_chunks_mut(CHUNK))
+            .zip(g.par_chunks(CHUNK))
+            .for_each(|(((theta, m), v), g)| {
+                for (((theta, m), v), g) in theta.iter_mut().zip(m).zip(v).zip(g) {
+                    let g = g * scale;
+                    *m = b1 * *m + (1.0 - b1) * g;
+                    *v = b2 * *v + (1.0 - b2) * g * g;
+                    *theta = *theta * decay - lr * (*m / bc1) / ((*v / bc2).sqrt() + eps);
+                }
+            });
+        Ok(())
+    }
+}
+
+/// The global L2 norm of `grads` (sums of squares in f64; f32 gradients on the CPU are read in
+/// place, in fixed chunks, so the result does not depend on the thread count).
 pub fn grad_norm(grads: &[Tensor]) -> candle_core::Result<f64> {
     let mut total = 0f64;
     for g in grads {
-        total += g.to_dtype(DType::F64)?.sqr()?.sum_all()?.to_scalar::<f64>()?;
+        let g = g.contiguous()?;
+        let (storage, layout) = g.storage_and_layout();
+        total += match &*storage {
+            Storage::Cpu(CpuStorage::F32(data)) => {
+                let data = &data[layout.start_offset()..layout.start_offset() + g.elem_count()];
+                let parts: Vec<f64> = data
+                    .par_chunks(CHUNK)
+                    .map(|c| c.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>())
+                    .collect();
+                parts.iter().sum::<f64>()
+            }
+            _ => {
+                drop(storage);
+                g.to_dtype(DType::F64)?.sqr()?.sum_all()?.to_scalar::<f64>()?
+            }
+        };
     }
     Ok(total.sqrt())
+}
+
+/// The factor that brings gradients of global norm `norm` down to `max_norm` (1 when they are
+/// within it or `max_norm` is 0).
+pub fn clip_scale(norm: f64, max_norm: f64) -> f64 {
+    if max_norm > 0.0 && norm > max_norm { max_norm / (norm + 1e-6) } else { 1.0 }
 }
 
 /// Scales `grads` so their global norm is at most `max_norm` (when `max_norm > 0`), given their
 /// current `norm`.
 pub fn clip_grads(grads: &mut [Tensor], norm: f64, max_norm: f64) -> candle_core::Result<()> {
-    if max_norm > 0.0 && norm > max_norm {
-        let scale = max_norm / (norm + 1e-6);
+    let scale = clip_scale(norm, max_norm);
+    if scale != 1.0 {
         for g in grads.iter_mut() {
             *g = (&*g * scale)?;
         }

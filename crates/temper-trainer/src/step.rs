@@ -11,7 +11,7 @@ use crate::data::Sample;
 use crate::grad::{add_into, loss_and_grads_for};
 use crate::lora::Lora;
 use crate::loss::{self, LossConfig, LossStats, RlTokens};
-use crate::optim::{AdamW, OptimConfig, ScheduleConfig, clip_grads, grad_norm};
+use crate::optim::{AdamW, OptimConfig, ScheduleConfig, clip_scale, grad_norm};
 use crate::{Policy, TrainError};
 
 /// What one step did.
@@ -380,8 +380,8 @@ impl<'c> Trainer<'c> {
             self.skipped_steps += 1;
             tracing::warn!("step {}: update skipped: {why}", self.step);
         } else {
-            clip_grads(&mut grads, norm, self.optimizer.config().max_grad_norm)?;
-            self.optimizer.step(&grads, lr)?;
+            let scale = clip_scale(norm, self.optimizer.config().max_grad_norm);
+            self.optimizer.step_scaled(&grads, lr, scale)?;
         }
         Ok(StepReport {
             step: self.step,

@@ -242,3 +242,69 @@ fn packed_forward_equals_separate_forwards() {
     let diff = max_abs_diff(&packed, &sep);
     assert!(diff < 1e-5, "{diff}");
 }
+
+/// A loss with a different weight on every token's logprob, so that every logit row gets its own
+/// gradient.
+fn weighted_logprob_loss(logits: &Tensor, targets: &[u32]) -> Tensor {
+    let ids = Tensor::new(targets, logits.device()).unwrap();
+    let lp = ops::token_logprobs(logits, &ids).unwrap();
+    let w: Vec<f32> = (0..targets.len()).map(|i| ((i * 37) % 11) as f32 / 5.0 - 1.0).collect();
+    let w = Tensor::new(w.as_slice(), logits.device()).unwrap();
+    (lp * w).unwrap().sum_all().unwrap()
+}
+
+#[test]
+fn written_out_backward_equals_autograd() {
+    let mut cfgs = configs();
+    cfgs.push(ModelConfig::tiny(Architecture::Qwen3Moe, 50));
+    cfgs.push(ModelConfig::tiny(Architecture::Glm4Moe, 50));
+    for cfg in cfgs {
+        let arch = cfg.architecture;
+        let mut tensors = Transformer::init_random(cfg.clone(), 4, &Device::Cpu).unwrap().tensors();
+        // Weights well away from the 0.02 init (and norms away from one), so every term of the
+        // backward pass matters.
+        for (name, t) in tensors.iter_mut() {
+            *t = if name.ends_with("norm.weight") {
+                (t.rand_like(0.5, 1.5).unwrap() * 1.0).unwrap()
+            } else {
+                (t.clone() * 20.0).unwrap()
+            };
+        }
+        let model = Transformer::from_tensors(cfg, tensors, DType::F32, &Device::Cpu).unwrap();
+        for lens in [vec![13usize], vec![13, 6, 9, 2]] {
+            let seqs: Vec<Vec<u32>> =
+                lens.iter().enumerate().map(|(i, &n)| tokens(n + 1, i as u32 + 5, 50)).collect();
+            let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..s.len() - 1]).collect();
+            let targets: Vec<u32> = seqs.iter().flat_map(|s| s[1..].to_vec()).collect();
+            let logits = model.forward_packed(&inputs).unwrap();
+            let store = weighted_logprob_loss(&logits, &targets).backward().unwrap();
+            for checkpoint in [false, true] {
+                let tape = model.train_forward(&inputs, checkpoint).unwrap();
+                let d = max_abs_diff(tape.logits(), &logits);
+                assert!(d < 1e-4, "{arch:?} {lens:?}: logits differ by {d}");
+                let inner = weighted_logprob_loss(tape.logits(), &targets).backward().unwrap();
+                let dlogits = inner.get(tape.logits()).unwrap().clone();
+                let grads = tape.backward(&dlogits).unwrap();
+                assert_eq!(grads.len(), model.params().len());
+                for ((name, var), g) in model.params().iter().zip(&grads) {
+                    // A weight autograd does not reach (an expert no token chose, the routing
+                    // correction bias) must get zeros.
+                    let Some(want) = store.get(var.as_tensor()) else {
+                        let largest =
+                            g.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                        assert_eq!(largest, 0.0, "{arch:?}: {name}");
+                        continue;
+                    };
+                    let scale = f64::from(
+                        want.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap(),
+                    );
+                    let d = max_abs_diff(g, want);
+                    assert!(
+                        d <= 2e-4 * scale.max(1.0),
+                        "{arch:?} {lens:?} checkpoint {checkpoint}: {name} differs by {d} (largest {scale})"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! AdamW, clipping and schedules against hand-computed values.
 
-use candle_core::{Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use temper_trainer::optim::{
-    AdamW, OptimConfig, ScheduleConfig, ScheduleKind, clip_grads, decays, grad_norm,
+    AdamW, OptimConfig, ScheduleConfig, ScheduleKind, clip_grads, clip_scale, decays, grad_norm,
 };
 
 use crate::{close, vals};
@@ -83,6 +83,47 @@ fn clipping_scales_to_the_global_norm() {
     clip_grads(&mut g, 1.0, 2.0).unwrap();
     clip_grads(&mut g, 1.0, 0.0).unwrap();
     close(vals(&g[1])[1], 0.8, 1e-6, "unchanged");
+}
+
+/// The in-place CPU update (f32 weights) and the tensor-op one (taken here by f64 weights, as it
+/// is for weights on a GPU) agree, with clipping folded into the step as with it applied first.
+#[test]
+fn in_place_and_tensor_updates_agree_with_clipping_folded_in() {
+    let dev = Device::Cpu;
+    let init: Vec<f32> = (0..70_000).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+    let grads: Vec<Vec<f32>> = (0..3)
+        .map(|s| (0..70_000).map(|i| ((i * 31 + s * 17) % 997) as f32 / 300.0 - 1.6).collect())
+        .collect();
+    let cfg = OptimConfig { lr: 0.01, weight_decay: 0.1, ..OptimConfig::default() };
+    let run = |dtype: DType, folded: bool| -> Vec<f64> {
+        let w = Tensor::from_vec(init.clone(), (700, 100), &dev).unwrap().to_dtype(dtype).unwrap();
+        let w = Var::from_tensor(&w).unwrap();
+        let mut opt =
+            AdamW::new(&[("model.layers.0.mlp.up_proj.weight".into(), w.clone())], cfg).unwrap();
+        for g in &grads {
+            let g = Tensor::from_vec(g.clone(), (700, 100), &dev).unwrap().to_dtype(dtype).unwrap();
+            let mut g = vec![g];
+            let norm = grad_norm(&g).unwrap();
+            if folded {
+                opt.step_scaled(&g, 0.01, clip_scale(norm, 50.0)).unwrap();
+            } else {
+                clip_grads(&mut g, norm, 50.0).unwrap();
+                opt.step(&g, 0.01).unwrap();
+            }
+        }
+        vals(w.as_tensor())
+    };
+    let in_place = run(DType::F32, true);
+    for (what, other) in
+        [("tensor ops", run(DType::F64, true)), ("clipped first", run(DType::F32, false))]
+    {
+        let worst = in_place.iter().zip(&other).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-5, "in place vs {what}: {worst}");
+    }
+    // The weights moved (Adam's steps are about lr each).
+    let moved = in_place.iter().zip(&init).map(|(a, b)| (a - f64::from(*b)).abs()).sum::<f64>()
+        / init.len() as f64;
+    assert!(moved > 5e-3, "mean move {moved}");
 }
 
 #[test]
