@@ -181,9 +181,9 @@ impl Rope {
 #[derive(Debug, Clone)]
 pub struct RopeAt {
     /// `[n, 1, rotary_dim / 2]`
-    cos: Tensor,
-    sin: Tensor,
-    rotary_dim: usize,
+    pub(crate) cos: Tensor,
+    pub(crate) sin: Tensor,
+    pub(crate) rotary_dim: usize,
 }
 
 impl RopeAt {

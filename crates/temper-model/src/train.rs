@@ -3,12 +3,13 @@
 //!
 //! candle's autograd records every op of the forward pass and, in the backward pass, allocates a
 //! zero tensor and adds into it for every operand of every op; RMS norm and the gated MLP are
-//! five to seven element-wise passes each, forward and backward. Here the linear layers, the RMS
-//! norms, the gated MLP, the residual stream, the embedding and the output head have their
-//! backward written out: weight gradients come straight from one matrix product each, the norm and
-//! the SiLU gate run as single row kernels both ways. Attention (QK-norm, rotary embedding and the
-//! packed causal product) and mixture-of-experts MLPs still run under candle's autograd, each on
-//! a small graph of its own per block, seeded with the gradient arriving from above.
+//! five to seven element-wise passes each, forward and backward. Here every part of a dense block
+//! has its backward written out: weight gradients come straight from one matrix product each; RMS
+//! norms (QK-norm included), the SiLU gate, the rotary embedding and the causal softmax run as
+//! single row kernels both ways; attention is the padded, batched product of
+//! [`crate::ops::packed_causal_attention`] with its probabilities kept for the backward pass.
+//! Mixture-of-experts MLPs still run under candle's autograd, on a small graph of their own per
+//! block seeded with the gradient arriving from above.
 //!
 //! The result equals autograd's gradient up to float rounding: the tests compare the two on every
 //! architecture, with and without gradient checkpointing, and autograd's is checked against
@@ -38,12 +39,12 @@ struct BlockTape {
     rstd: Tensor,
     /// `x` normalised: the input of the query, key and value projections.
     h: Tensor,
-    /// Query, key and value projections, leaves of the attention graph.
-    q: Var,
-    k: Var,
-    v: Var,
-    /// Attention output, `[n, heads · head_dim]`, carrying the attention graph.
-    attn: Tensor,
+    /// Query and key projections (`[n · heads, head_dim]`) and the `1 / rms` of each head's row,
+    /// when the model norms them (QK-norm).
+    qk_norm: Option<[(Tensor, Tensor); 2]>,
+    attn: AttnTape,
+    /// Attention output, `[n, heads · head_dim]`.
+    attn_out: Tensor,
     /// The residual stream after attention.
     x2: Tensor,
     rstd2: Tensor,
@@ -76,7 +77,7 @@ pub struct TrainTape<'m> {
     last: Tensor,
     last_rstd: Tensor,
     head_in: Tensor,
-    logits: Var,
+    logits: Tensor,
 }
 
 impl Transformer {
@@ -111,15 +112,7 @@ impl Transformer {
         }
         let (head_in, last_rstd) = rms_norm_rows(&x, &self.norm, self.cfg.rms_norm_eps)?;
         let logits = linear(&head_in, &self.lm_head.detach(), None)?;
-        Ok(TrainTape {
-            model: self,
-            packed,
-            blocks,
-            last: x,
-            last_rstd,
-            head_in,
-            logits: Var::from_tensor(&logits)?,
-        })
+        Ok(TrainTape { model: self, packed, blocks, last: x, last_rstd, head_in, logits })
     }
 
     /// Block `l` on `x`: its output and what its backward pass needs.
@@ -139,24 +132,22 @@ impl Transformer {
         let q = linear(&h, &layer.q.detach(), detached(&layer.q_bias).as_ref())?;
         let k = linear(&h, &layer.k.detach(), detached(&layer.k_bias).as_ref())?;
         let v = linear(&h, &layer.v.detach(), detached(&layer.v_bias).as_ref())?;
-        let q = Var::from_tensor(&q.reshape((n, heads, hd))?)?;
-        let k = Var::from_tensor(&k.reshape((n, kv_heads, hd))?)?;
-        let v = Var::from_tensor(&v.reshape((n, kv_heads, hd))?)?;
-        // The attention graph: QK-norm (its weights are the model's, so their gradients come out
-        // of this graph), rotary embedding, the causal product.
-        let (mut qr, mut kr) = (q.as_tensor().clone(), k.as_tensor().clone());
-        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            qr = crate::ops::rms_norm(&qr, qn, cfg.rms_norm_eps)?;
-            kr = crate::ops::rms_norm(&kr, kn, cfg.rms_norm_eps)?;
-        }
-        let qr = packed.rope.rotate(&qr)?;
-        let kr = packed.rope.rotate(&kr)?;
-        let attn = if packed.spans.len() > 1 {
-            crate::ops::packed_causal_attention(&qr, &kr, v.as_tensor(), &packed.spans)?
-        } else {
-            self.attention_per_sequence(l, &qr, &kr, v.as_tensor(), &packed.spans, None)?
+        let (q, k, qk_norm) = match (&layer.q_norm, &layer.k_norm) {
+            (Some(qn), Some(kn)) => {
+                let q_raw = q.reshape((n * heads, hd))?;
+                let k_raw = k.reshape((n * kv_heads, hd))?;
+                let (q, q_rstd) = rms_norm_rows(&q_raw, qn, cfg.rms_norm_eps)?;
+                let (k, k_rstd) = rms_norm_rows(&k_raw, kn, cfg.rms_norm_eps)?;
+                (q, k, Some([(q_raw, q_rstd), (k_raw, k_rstd)]))
+            }
+            _ => (q, k, None),
         };
-        let x2 = (x + linear(&attn.detach(), &layer.o.detach(), None)?)?;
+        let q = rope_rows(&q.reshape((n, heads, hd))?, &packed.rope, false)?;
+        let k = rope_rows(&k.reshape((n, kv_heads, hd))?, &packed.rope, false)?;
+        let v = v.reshape((n, kv_heads, hd))?;
+        let (attn_out, attn) = attention_forward(&q, &k, &v, &packed.spans)?;
+        drop((q, k, v));
+        let x2 = (x + linear(&attn_out, &layer.o.detach(), None)?)?;
         let (h2, rstd2) = rms_norm_rows(&x2, &layer.post_norm, cfg.rms_norm_eps)?;
         let (mlp, y) = match &layer.mlp {
             Mlp::Dense(ffn) => {
@@ -174,15 +165,16 @@ impl Transformer {
             }
         };
         let out = (&x2 + y)?;
-        Ok((BlockTape { x: x.clone(), rstd, h, q, k, v, attn, x2, rstd2, h2, mlp }, out))
+        Ok((BlockTape { x: x.clone(), rstd, h, qk_norm, attn, attn_out, x2, rstd2, h2, mlp }, out))
     }
 }
 
 impl TrainTape<'_> {
-    /// The logits (`[Σ len, vocab]`, the sequences one after another): a leaf variable. Take a
-    /// loss of them, differentiate it, and hand their gradient to [`TrainTape::backward`].
+    /// The logits (`[Σ len, vocab]`, the sequences one after another), outside any autograd
+    /// graph: differentiate a loss with respect to them (through [`logprob_rows`], or from a
+    /// [`Var`] made of them) and hand that gradient to [`TrainTape::backward`].
     pub fn logits(&self) -> &Tensor {
-        self.logits.as_tensor()
+        &self.logits
     }
 
     /// The gradient of every weight ([`Transformer::params`] order) from `dlogits`, the gradient
@@ -191,6 +183,7 @@ impl TrainTape<'_> {
         let model = self.model;
         let cfg = &model.cfg;
         let mut grads = Grads::new(&model.params);
+        drop(self.logits);
         let dlogits = dlogits.contiguous()?;
         let lm_head = model.lm_head.detach();
         let dhead_in = dlogits.matmul(&lm_head)?;
@@ -209,7 +202,7 @@ impl TrainTape<'_> {
                     return Err(candle_core::Error::Msg(format!("no tape for block {l}")).into());
                 }
             };
-            dx = model.block_backward(l, tape, &dx, &mut grads)?;
+            dx = model.block_backward(l, tape, &self.packed, &dx, &mut grads)?;
         }
         let embed = "model.embed_tokens.weight";
         let base = match grads.take(embed)? {
@@ -228,6 +221,7 @@ impl Transformer {
         &self,
         l: usize,
         t: BlockTape,
+        packed: &Packed,
         dy: &Tensor,
         grads: &mut Grads,
     ) -> candle_core::Result<Tensor> {
@@ -259,18 +253,27 @@ impl Transformer {
         grads.add(&p("post_attention_layernorm.weight"), dpost)?;
         let dx2 = (dy + dx2_norm)?;
         let dattn = dx2.matmul(&layer.o.detach())?;
-        grads.add(&p("self_attn.o_proj.weight"), dx2.t()?.matmul(&t.attn.detach())?)?;
-        let store = (&t.attn * dattn)?.sum_all()?.backward()?;
-        drop(t.attn);
-        // QK-norm weights are the only weights inside the attention graph.
-        grads.add_from(&store, &self.params, &p("self_attn."))?;
-        let flat = |v: &Var| -> candle_core::Result<Tensor> {
-            let g = grad_or_zeros(&store, v.as_tensor())?;
-            let width = g.elem_count() / n;
-            g.reshape((n, width))?.contiguous()
+        grads.add(&p("self_attn.o_proj.weight"), dx2.t()?.matmul(&t.attn_out)?)?;
+        drop(t.attn_out);
+        let (dq, dk, dv) = attention_backward(&t.attn, &dattn)?;
+        drop((t.attn, dattn));
+        let dq = rope_rows(&dq, &packed.rope, true)?;
+        let dk = rope_rows(&dk, &packed.rope, true)?;
+        let (dq, dk) = match (t.qk_norm, &layer.q_norm, &layer.k_norm) {
+            (Some([(q_raw, q_rstd), (k_raw, k_rstd)]), Some(qn), Some(kn)) => {
+                let (dq, dqn) =
+                    rms_norm_rows_backward(&dq.reshape(q_raw.dims())?, &q_raw, qn, &q_rstd)?;
+                let (dk, dkn) =
+                    rms_norm_rows_backward(&dk.reshape(k_raw.dims())?, &k_raw, kn, &k_rstd)?;
+                grads.add(&p("self_attn.q_norm.weight"), dqn)?;
+                grads.add(&p("self_attn.k_norm.weight"), dkn)?;
+                (dq, dk)
+            }
+            _ => (dq, dk),
         };
-        let (dq, dk, dv) = (flat(&t.q)?, flat(&t.k)?, flat(&t.v)?);
-        drop(store);
+        let dq = dq.reshape((n, ()))?;
+        let dk = dk.reshape((n, ()))?;
+        let dv = dv.reshape((n, ()))?;
         let mut dh = None;
         for (name, d, w, bias) in [
             ("q_proj", &dq, &layer.q, &layer.q_bias),
@@ -530,4 +533,363 @@ fn silu_mul_backward(dm: &Tensor, a: &Tensor, b: &Tensor) -> candle_core::Result
         Tensor::from_vec(da, a.shape(), &Device::Cpu)?,
         Tensor::from_vec(db, a.shape(), &Device::Cpu)?,
     ))
+}
+
+/// What [`logprob_rows`] computes for each row of the logits.
+#[derive(Debug, Clone)]
+pub struct RowLogprobs {
+    /// `log p(target)` under `softmax(logits / temperature)`.
+    pub logprobs: Vec<f32>,
+    /// Entropy of that distribution.
+    pub entropy: Vec<f32>,
+    /// `log Σ exp(logits / temperature)`, for the backward pass.
+    log_sum_exp: Vec<f32>,
+}
+
+fn check_rows(
+    logits: &Tensor,
+    targets: &[u32],
+    temperatures: &[f32],
+) -> candle_core::Result<(usize, usize)> {
+    let (n, vocab) = logits.dims2()?;
+    if targets.len() != n || temperatures.len() != n {
+        candle_core::bail!(
+            "{n} logit rows for {} targets and {} temperatures",
+            targets.len(),
+            temperatures.len()
+        );
+    }
+    if let Some(t) = targets.iter().find(|&&t| t as usize >= vocab) {
+        candle_core::bail!("target {t} is outside the vocabulary of {vocab}");
+    }
+    if let Some(t) = temperatures.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
+        candle_core::bail!("sampling temperature {t} is not a positive number");
+    }
+    Ok((n, vocab))
+}
+
+/// For each row `i` of `logits` (`[n, vocab]`, f32 on the CPU) under temperature
+/// `temperatures[i]`: the log-probability of `targets[i]`, the entropy, and what the backward
+/// pass needs. Two passes over each row while it is in cache, rows split across threads; the
+/// logits are not copied (a log-softmax of the whole matrix would write `n · vocab` values).
+pub fn logprob_rows(
+    logits: &Tensor,
+    targets: &[u32],
+    temperatures: &[f32],
+) -> Result<RowLogprobs, ModelError> {
+    let (n, vocab) = check_rows(logits, targets, temperatures)?;
+    let data = f32s(logits)?;
+    let data: &[f32] = &data;
+    let rows: Vec<(f32, f32, f32)> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let z = &data[i * vocab..(i + 1) * vocab];
+            let inv_t = 1.0 / temperatures[i];
+            let max = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * inv_t;
+            // Σ e and Σ e·(z − max), e = exp(z/T − max), in eight lanes.
+            let (mut s, mut sz) = ([0f32; 8], [0f32; 8]);
+            let chunks = z.chunks_exact(8);
+            let tail = chunks.remainder();
+            for c in chunks {
+                for k in 0..8 {
+                    let d = c[k] * inv_t - max;
+                    let e = d.exp();
+                    s[k] += e;
+                    sz[k] += e * d;
+                }
+            }
+            let (mut s, mut sz) = (s.iter().sum::<f32>(), sz.iter().sum::<f32>());
+            for &v in tail {
+                let d = v * inv_t - max;
+                let e = d.exp();
+                s += e;
+                sz += e * d;
+            }
+            let log_s = s.ln();
+            let lse = max + log_s;
+            (z[targets[i] as usize] * inv_t - lse, log_s - sz / s, lse)
+        })
+        .collect();
+    Ok(RowLogprobs {
+        logprobs: rows.iter().map(|r| r.0).collect(),
+        entropy: rows.iter().map(|r| r.1).collect(),
+        log_sum_exp: rows.iter().map(|r| r.2).collect(),
+    })
+}
+
+/// The gradient of a loss with respect to `logits` given its gradient `dlogprobs` with respect
+/// to the log-probabilities [`logprob_rows`] returned: `dlogits[i, j] = dlogprobs[i] ·
+/// (1[j = target] − p[i, j]) / temperature[i]`, written in one pass.
+pub fn logprob_rows_backward(
+    logits: &Tensor,
+    targets: &[u32],
+    temperatures: &[f32],
+    rows: &RowLogprobs,
+    dlogprobs: &[f32],
+) -> Result<Tensor, ModelError> {
+    let (n, vocab) = check_rows(logits, targets, temperatures)?;
+    if dlogprobs.len() != n || rows.log_sum_exp.len() != n {
+        return Err(candle_core::Error::Msg(format!(
+            "{n} logit rows for {} gradients and {} saved rows",
+            dlogprobs.len(),
+            rows.log_sum_exp.len()
+        ))
+        .into());
+    }
+    let data = f32s(logits)?;
+    let data: &[f32] = &data;
+    let mut out = vec![0f32; n * vocab];
+    out.par_chunks_mut(vocab).enumerate().for_each(|(i, out)| {
+        let z = &data[i * vocab..(i + 1) * vocab];
+        let (g, inv_t, lse) = (dlogprobs[i], 1.0 / temperatures[i], rows.log_sum_exp[i]);
+        if g == 0.0 {
+            return;
+        }
+        let scale = -g * inv_t;
+        for (o, &v) in out.iter_mut().zip(z) {
+            *o = scale * (v * inv_t - lse).exp();
+        }
+        out[targets[i] as usize] += g * inv_t;
+    });
+    Ok(Tensor::from_vec(out, (n, vocab), &Device::Cpu)?)
+}
+
+/// Rotates `x` (`[n, heads, head_dim]`, row `i` at the `i`-th position of `rope`) by the rotary
+/// angles, or by their negatives with `inverse` (the backward pass: a rotation's transpose is its
+/// inverse). The part of each head past the rotary width passes through.
+fn rope_rows(x: &Tensor, rope: &crate::ops::RopeAt, inverse: bool) -> candle_core::Result<Tensor> {
+    let x = x.contiguous()?;
+    let (n, heads, hd) = x.dims3()?;
+    let half = rope.rotary_dim / 2;
+    if rope.rotary_dim > hd || rope.cos.dims() != [n, 1, half] {
+        candle_core::bail!(
+            "rotary tables {:?} for {n} rows of {heads} heads of {hd}",
+            rope.cos.dims()
+        );
+    }
+    let (cos, sin) = (rope.cos.to_dtype(DType::F32)?, rope.sin.to_dtype(DType::F32)?);
+    let (xs, cs, ss) = (f32s(&x)?, f32s(&cos)?, f32s(&sin)?);
+    let (xs, cs, ss): (&[f32], &[f32], &[f32]) = (&xs, &cs, &ss);
+    let sign = if inverse { -1.0f32 } else { 1.0 };
+    let width = heads * hd;
+    let mut out = xs.to_vec();
+    out.par_chunks_mut(width).enumerate().with_min_len(16).for_each(|(i, row)| {
+        let (c, s) = (&cs[i * half..(i + 1) * half], &ss[i * half..(i + 1) * half]);
+        let x = &xs[i * width..(i + 1) * width];
+        for (o, x) in row.chunks_mut(hd).zip(x.chunks(hd)) {
+            for j in 0..half {
+                let (x1, x2, s) = (x[j], x[j + half], sign * s[j]);
+                o[j] = x1 * c[j] - x2 * s;
+                o[j + half] = x2 * c[j] + x1 * s;
+            }
+        }
+    });
+    Tensor::from_vec(out, (n, heads, hd), &Device::Cpu)
+}
+
+/// What the attention forward pass keeps: per bucket of similar-length sequences, the padded
+/// queries, keys and values and the attention probabilities.
+#[derive(Debug)]
+struct AttnTape {
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    buckets: Vec<Bucket>,
+    /// Input row of each output row, when the buckets do not leave the rows in input order.
+    inverse: Option<Tensor>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    seqs: usize,
+    len: usize,
+    /// For each padded position, the input row of its gradient, or `n` (a zero row) for padding.
+    grad_rows: Tensor,
+    /// Padded positions that are real, in bucket order.
+    keep: Tensor,
+    /// `[seqs, kv_heads, group · len, head_dim]`
+    q: Tensor,
+    /// `[seqs, kv_heads, len, head_dim]`
+    k: Tensor,
+    v: Tensor,
+    /// `[seqs, kv_heads, group · len, len]`, zero above the diagonal.
+    probs: Tensor,
+}
+
+/// Causal attention of the sequences `spans` of `q` (`[n, heads, head_dim]`), `k` and `v`
+/// (`[n, kv_heads, head_dim]`), bucketed and padded as [`crate::ops::packed_causal_attention`]
+/// does: the output (`[n, heads · head_dim]`) and what [`attention_backward`] needs.
+fn attention_forward(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    spans: &[(usize, usize)],
+) -> candle_core::Result<(Tensor, AttnTape)> {
+    let (n, heads, hd) = q.dims3()?;
+    let (_, kv_heads, _) = k.dims3()?;
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        candle_core::bail!("attention: {heads} heads over {kv_heads} kv heads");
+    }
+    let group = heads / kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by(|&a, &b| spans[b].1.cmp(&spans[a].1).then(a.cmp(&b)));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        match groups.last_mut() {
+            Some(b) if spans[i].1 * 2 > spans[b[0]].1 => b.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    let mut outs = Vec::with_capacity(groups.len());
+    let mut buckets = Vec::with_capacity(groups.len());
+    let mut rows_in_order: Vec<u32> = Vec::with_capacity(n);
+    for members in &groups {
+        let (s, len) = (members.len(), spans[members[0]].1);
+        let mut gather = Vec::with_capacity(s * len);
+        let mut grad_rows = Vec::with_capacity(s * len);
+        let mut keep = Vec::with_capacity(n);
+        for (b, &i) in members.iter().enumerate() {
+            let (offset, l) = spans[i];
+            for t in 0..len {
+                gather.push((offset + t.min(l - 1)) as u32);
+                grad_rows.push(if t < l { (offset + t) as u32 } else { n as u32 });
+            }
+            for t in 0..l {
+                keep.push((b * len + t) as u32);
+                rows_in_order.push((offset + t) as u32);
+            }
+        }
+        let gather = Tensor::from_vec(gather, s * len, &Device::Cpu)?;
+        let keep_len = keep.len();
+        let keep = Tensor::from_vec(keep, keep_len, &Device::Cpu)?;
+        let grad_rows = Tensor::from_vec(grad_rows, s * len, &Device::Cpu)?;
+        let pad = |x: &Tensor, h: usize| -> candle_core::Result<Tensor> {
+            x.index_select(&gather, 0)?.reshape((s, len, h, hd))?.transpose(1, 2)?.contiguous()
+        };
+        let qp = pad(q, heads)?.reshape((s, kv_heads, group * len, hd))?;
+        let kp = pad(k, kv_heads)?;
+        let vp = pad(v, kv_heads)?;
+        let probs = causal_softmax(&qp.matmul(&kp.t()?)?, len, scale)?;
+        let out = probs
+            .matmul(&vp)?
+            .reshape((s, heads, len, hd))?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((s * len, heads * hd))?;
+        outs.push(out.index_select(&keep, 0)?);
+        buckets.push(Bucket { seqs: s, len, grad_rows, keep, q: qp, k: kp, v: vp, probs });
+    }
+    let out = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
+    let mut inverse = vec![0u32; n];
+    for (j, &r) in rows_in_order.iter().enumerate() {
+        inverse[r as usize] = j as u32;
+    }
+    let inverse = if inverse.iter().enumerate().all(|(i, &j)| i as u32 == j) {
+        None
+    } else {
+        Some(Tensor::from_vec(inverse, n, &Device::Cpu)?)
+    };
+    let out = match &inverse {
+        Some(inv) => out.index_select(inv, 0)?,
+        None => out,
+    };
+    Ok((out, AttnTape { heads, kv_heads, head_dim: hd, buckets, inverse }))
+}
+
+/// The gradients of the queries, keys and values (`[n, heads, head_dim]`, `[n, kv_heads,
+/// head_dim]` twice) from that of the attention output (`[n, heads · head_dim]`).
+fn attention_backward(
+    tape: &AttnTape,
+    dout: &Tensor,
+) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+    let (heads, kv_heads, hd) = (tape.heads, tape.kv_heads, tape.head_dim);
+    let group = heads / kv_heads;
+    let n = dout.dim(0)?;
+    let scale = 1.0 / (hd as f32).sqrt();
+    // One zero row past the end, which padding positions read.
+    let dout = Tensor::cat(&[dout, &Tensor::zeros((1, heads * hd), DType::F32, &Device::Cpu)?], 0)?;
+    let (mut dqs, mut dks, mut dvs) = (Vec::new(), Vec::new(), Vec::new());
+    for b in &tape.buckets {
+        let (s, len) = (b.seqs, b.len);
+        let dop = dout
+            .index_select(&b.grad_rows, 0)?
+            .reshape((s, len, heads, hd))?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((s, kv_heads, group * len, hd))?;
+        let dv = b.probs.t()?.matmul(&dop)?;
+        let dprobs = dop.matmul(&b.v.t()?)?;
+        let dscores = causal_softmax_backward(&b.probs, &dprobs, scale)?;
+        drop(dprobs);
+        let dq = dscores.matmul(&b.k)?;
+        let dk = dscores.t()?.matmul(&b.q)?;
+        let unpad = |x: Tensor, h: usize| -> candle_core::Result<Tensor> {
+            x.reshape((s, h, len, hd))?
+                .transpose(1, 2)?
+                .contiguous()?
+                .reshape((s * len, h * hd))?
+                .index_select(&b.keep, 0)
+        };
+        dqs.push(unpad(dq, heads)?);
+        dks.push(unpad(dk, kv_heads)?);
+        dvs.push(unpad(dv, kv_heads)?);
+    }
+    let back = |mut parts: Vec<Tensor>, h: usize| -> candle_core::Result<Tensor> {
+        let all = if parts.len() == 1 { parts.remove(0) } else { Tensor::cat(&parts, 0)? };
+        let all = match &tape.inverse {
+            Some(inv) => all.index_select(inv, 0)?,
+            None => all,
+        };
+        all.reshape((n, h, hd))
+    };
+    Ok((back(dqs, heads)?, back(dks, kv_heads)?, back(dvs, kv_heads)?))
+}
+
+/// `softmax(scale · scores)` over each row of `scores` (`[..., rows, len]`), row `r` seeing
+/// only the first `r % len + 1` keys (the query at position `r % len`); zero beyond.
+fn causal_softmax(scores: &Tensor, len: usize, scale: f32) -> candle_core::Result<Tensor> {
+    let data = f32s(scores)?;
+    let data: &[f32] = &data;
+    let mut out = vec![0f32; data.len()];
+    out.par_chunks_mut(len).enumerate().with_min_len(64).for_each(|(r, o)| {
+        let seen = r % len + 1;
+        let x = &data[r * len..r * len + seen];
+        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * scale;
+        let mut sum = 0f32;
+        for (o, &v) in o.iter_mut().zip(x) {
+            *o = (v * scale - max).exp();
+            sum += *o;
+        }
+        let inv = 1.0 / sum;
+        for o in &mut o[..seen] {
+            *o *= inv;
+        }
+    });
+    Tensor::from_vec(out, scores.shape(), &Device::Cpu)
+}
+
+/// The backward pass of [`causal_softmax`]: `scale · p ⊙ (dp − Σ p ⊙ dp)` per row.
+fn causal_softmax_backward(
+    probs: &Tensor,
+    dprobs: &Tensor,
+    scale: f32,
+) -> candle_core::Result<Tensor> {
+    let dprobs = dprobs.contiguous()?;
+    if probs.dims() != dprobs.dims() {
+        candle_core::bail!("softmax backward: {:?} and {:?}", probs.dims(), dprobs.dims());
+    }
+    let len = probs.dims().last().copied().unwrap_or(1).max(1);
+    let (ps, ds) = (f32s(probs)?, f32s(&dprobs)?);
+    let (ps, ds): (&[f32], &[f32]) = (&ps, &ds);
+    let mut out = vec![0f32; ps.len()];
+    out.par_chunks_mut(len).enumerate().with_min_len(64).for_each(|(r, o)| {
+        let seen = r % len + 1;
+        let (p, d) = (&ps[r * len..r * len + seen], &ds[r * len..r * len + seen]);
+        let dot = dot(p, d);
+        for ((o, p), d) in o.iter_mut().zip(p).zip(d) {
+            *o = scale * p * (d - dot);
+        }
+    });
+    Tensor::from_vec(out, probs.shape(), &Device::Cpu)
 }

@@ -35,10 +35,11 @@ pub fn loss_and_grads_for<T>(
     // a fraction of autograd's time and allocations).
     if written_backward() && model.has_written_backward() && std::ptr::eq(params, model.params()) {
         let tape = model.train_forward(inputs, checkpoint).map_err(to_candle)?;
-        let (loss, out) = loss_fn(tape.logits())?;
+        let logits = Var::from_tensor(tape.logits())?;
+        let (loss, out) = loss_fn(logits.as_tensor())?;
         let store = loss.backward()?;
-        let dlogits = grad_of(&store, tape.logits())?;
-        drop((store, loss));
+        let dlogits = grad_of(&store, logits.as_tensor())?;
+        drop((store, loss, logits));
         return Ok((tape.backward(&dlogits).map_err(to_candle)?, out));
     }
     let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
@@ -83,6 +84,69 @@ pub fn loss_and_grads_for<T>(
         })
         .collect::<candle_core::Result<Vec<_>>>()?;
     Ok((grads, out))
+}
+
+/// The positions of a packed micro-batch as the loss sees them: each one's next-token target,
+/// the temperature it was sampled at, and whether it is trained on.
+#[derive(Debug, Clone, Copy)]
+pub struct Targets<'a> {
+    /// Next-token ids, one per position.
+    pub ids: &'a [u32],
+    /// Sampling temperatures (the logits are divided by them).
+    pub temperatures: &'a [f32],
+    /// Whether each position is a loss token (entropy is summed over these).
+    pub mask: &'a [bool],
+}
+
+/// Runs `model` on the sequences `inputs` (packed), takes the log-probabilities of `targets`
+/// under the temperature-scaled logits and applies `loss_fn` to them (`[Σ len]`). Returns the
+/// gradient of every weight of `params`, the entropy summed over the loss positions (detached: a
+/// diagnostic), and `loss_fn`'s other output.
+///
+/// On the written-out backward pass the logits are read in place by row kernels
+/// ([`temper_model::train::logprob_rows`]) and their gradient is written in one pass; otherwise
+/// they go through [`crate::loss::logprobs_and_entropy`] under autograd.
+pub fn logprob_loss_and_grads<T>(
+    model: &Transformer,
+    params: &[(String, Var)],
+    inputs: &[&[u32]],
+    checkpoint: bool,
+    targets: Targets<'_>,
+    loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
+) -> candle_core::Result<(Vec<Tensor>, f64, T)> {
+    let Targets { ids, temperatures, mask } = targets;
+    if mask.len() != ids.len() {
+        candle_core::bail!("{} targets and {} mask entries", ids.len(), mask.len());
+    }
+    let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
+    if written_backward() && model.has_written_backward() && std::ptr::eq(params, model.params()) {
+        let tape = model.train_forward(inputs, checkpoint).map_err(to_candle)?;
+        let rows = temper_model::train::logprob_rows(tape.logits(), ids, temperatures)
+            .map_err(to_candle)?;
+        let entropy: f64 =
+            rows.entropy.iter().zip(mask).filter(|(_, m)| **m).map(|(h, _)| f64::from(*h)).sum();
+        let lp = Var::from_tensor(&Tensor::new(rows.logprobs.as_slice(), model.device())?)?;
+        let (loss, out) = loss_fn(lp.as_tensor())?;
+        let store = loss.backward()?;
+        let dlp = grad_of(&store, lp.as_tensor())?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+        drop((store, loss));
+        let dlogits = temper_model::train::logprob_rows_backward(
+            tape.logits(),
+            ids,
+            temperatures,
+            &rows,
+            &dlp,
+        )
+        .map_err(to_candle)?;
+        return Ok((tape.backward(&dlogits).map_err(to_candle)?, entropy, out));
+    }
+    let (grads, (entropy, out)) =
+        loss_and_grads_for(model, params, inputs, checkpoint, |logits| {
+            let (lp, entropy) = crate::loss::logprobs_and_entropy(logits, ids, temperatures, mask)?;
+            let (loss, out) = loss_fn(&lp)?;
+            Ok((loss, (entropy, out)))
+        })?;
+    Ok((grads, entropy, out))
 }
 
 /// Whether to use the written-out backward pass where it applies: yes, unless

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::data::Sample;
-use crate::grad::{add_into, loss_and_grads_for};
+use crate::grad::{Targets, add_into, logprob_loss_and_grads};
 use crate::lora::Lora;
 use crate::loss::{self, LossConfig, LossStats, RlTokens};
 use crate::optim::{AdamW, OptimConfig, ScheduleConfig, clip_scale, grad_norm};
@@ -259,17 +259,16 @@ impl<'c> Trainer<'c> {
             let targets: Vec<u32> = mb.iter().flat_map(|s| s.ids[1..].iter().copied()).collect();
             let mask: Vec<bool> = mb.iter().flat_map(|s| s.mask[1..].iter().copied()).collect();
             let temps = vec![1f32; targets.len()];
-            let (g, (value, entropy)) = loss_and_grads_for(
+            let (g, entropy, value) = logprob_loss_and_grads(
                 model,
                 self.trainable(),
                 &inputs,
                 self.checkpointing,
-                |logits| {
-                    let (lp, entropy) =
-                        loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
-                    let l = loss::sft_loss(&lp, &mask, total_loss_tokens)?;
+                Targets { ids: &targets, temperatures: &temps, mask: &mask },
+                |lp| {
+                    let l = loss::sft_loss(lp, &mask, total_loss_tokens)?;
                     let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                    Ok((l, (v, entropy)))
+                    Ok((l, v))
                 },
             )?;
             add_into(&mut grads, g)?;
@@ -320,17 +319,16 @@ impl<'c> Trainer<'c> {
                 loss_mask: &mask,
                 sequence: &seq,
             };
-            let (g, (value, entropy, st)) = loss_and_grads_for(
+            let (g, entropy, (value, st)) = logprob_loss_and_grads(
                 model,
                 self.trainable(),
                 &inputs,
                 self.checkpointing,
-                |logits| {
-                    let (lp, entropy) =
-                        loss::logprobs_and_entropy(logits, &targets, &temps, &mask)?;
-                    let (l, st) = loss::policy_loss(&lp, &tokens, cfg, total_loss_tokens)?;
+                Targets { ids: &targets, temperatures: &temps, mask: &mask },
+                |lp| {
+                    let (l, st) = loss::policy_loss(lp, &tokens, cfg, total_loss_tokens)?;
                     let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                    Ok((l, (v, entropy, st)))
+                    Ok((l, (v, st)))
                 },
             )?;
             add_into(&mut grads, g)?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor, Var};
 use temper_model::{Architecture, KvCache, Logits, ModelConfig, Transformer, ops};
 
 use crate::max_abs_diff;
@@ -282,8 +282,9 @@ fn written_out_backward_equals_autograd() {
                 let tape = model.train_forward(&inputs, checkpoint).unwrap();
                 let d = max_abs_diff(tape.logits(), &logits);
                 assert!(d < 1e-4, "{arch:?} {lens:?}: logits differ by {d}");
-                let inner = weighted_logprob_loss(tape.logits(), &targets).backward().unwrap();
-                let dlogits = inner.get(tape.logits()).unwrap().clone();
+                let leaf = Var::from_tensor(tape.logits()).unwrap();
+                let inner = weighted_logprob_loss(leaf.as_tensor(), &targets).backward().unwrap();
+                let dlogits = inner.get(leaf.as_tensor()).unwrap().clone();
                 let grads = tape.backward(&dlogits).unwrap();
                 assert_eq!(grads.len(), model.params().len());
                 for ((name, var), g) in model.params().iter().zip(&grads) {
@@ -307,4 +308,46 @@ fn written_out_backward_equals_autograd() {
             }
         }
     }
+}
+
+/// The row kernels of the output head against the composed ops: log-probabilities and entropy
+/// under per-row temperatures, and the gradient of a weighted sum of the log-probabilities.
+#[test]
+fn logprob_rows_equal_the_composed_log_softmax_and_its_gradient() {
+    let (n, vocab) = (7, 1003);
+    let data: Vec<f32> =
+        (0..n * vocab).map(|i| ((i * 7919) % 2003) as f32 / 100.0 - 10.0).collect();
+    let logits = Tensor::from_vec(data, (n, vocab), &Device::Cpu).unwrap();
+    let targets: Vec<u32> = (0..n as u32).map(|i| (i * 389) % vocab as u32).collect();
+    let temps = [1.0f32, 0.7, 1.3, 1.0, 0.25, 2.0, 1.0];
+    let w: Vec<f32> = (0..n).map(|i| i as f32 - 2.5).collect();
+    let rows = temper_model::train::logprob_rows(&logits, &targets, &temps).unwrap();
+    // The reference, from differentiable primitives.
+    let leaf = Var::from_tensor(&logits).unwrap();
+    let t = Tensor::from_vec(temps.to_vec(), (n, 1), &Device::Cpu).unwrap();
+    let logp = ops::log_softmax_composed(&leaf.as_tensor().broadcast_div(&t).unwrap()).unwrap();
+    let ids = Tensor::from_vec(targets.clone(), (n, 1), &Device::Cpu).unwrap();
+    let lp = logp.gather(&ids, 1).unwrap().squeeze(1).unwrap();
+    let entropy = (logp.exp().unwrap() * &logp).unwrap().sum(1).unwrap().neg().unwrap();
+    for (what, got, want) in
+        [("logprobs", &rows.logprobs, &lp), ("entropy", &rows.entropy, &entropy)]
+    {
+        let got = Tensor::new(got.as_slice(), &Device::Cpu).unwrap();
+        let d = max_abs_diff(&got, want);
+        assert!(d < 1e-4, "{what} differ by {d}");
+    }
+    let wt = Tensor::new(w.as_slice(), &Device::Cpu).unwrap();
+    let want = (lp * wt).unwrap().sum_all().unwrap().backward().unwrap();
+    let want = want.get(leaf.as_tensor()).unwrap();
+    let got =
+        temper_model::train::logprob_rows_backward(&logits, &targets, &temps, &rows, &w).unwrap();
+    let d = max_abs_diff(&got, want);
+    assert!(d < 1e-5, "gradients differ by {d}");
+    // Bad input is refused, naming what is wrong.
+    let err = temper_model::train::logprob_rows(&logits, &targets, &[1.0; 6]).unwrap_err();
+    assert!(err.to_string().contains("6 temperatures"), "{err}");
+    let mut bad = targets;
+    bad[3] = vocab as u32;
+    let err = temper_model::train::logprob_rows(&logits, &bad, &temps).unwrap_err();
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
