@@ -20,6 +20,7 @@ use std::ops::Deref;
 
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Device, Storage, StorageRef, Tensor, Var};
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use crate::ModelError;
@@ -396,6 +397,31 @@ fn f32s(t: &Tensor) -> candle_core::Result<F32s<'_>> {
     Ok(F32s { start: layout.start_offset(), len: t.elem_count(), guard })
 }
 
+/// `e^x` in f32 from a degree-7 polynomial on `[-ln 2 / 2, ln 2 / 2]` and a power of two built
+/// from bits, relative error about 2e-7 (the test checks it against `f32::exp` over the range
+/// that matters); branch-free, so loops over it vectorise where `f32::exp` is a library call per
+/// element. Below −87.3 it gives about 1e-38 instead of a subnormal or zero; NaN stays NaN.
+#[inline(always)]
+pub fn exp_approx(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split in two, so that `x − n·ln 2` loses nothing.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding and subtracting 1.5·2²³ rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.3, 88.3);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_2e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let e = p * r * r + r + 1.0;
+    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
 /// Sum of `a[i] · b[i]` in sixteen lanes (so that it vectorises).
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 16];
@@ -495,9 +521,7 @@ fn silu_mul(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
     let mut m = vec![0f32; a_s.len()];
     m.par_chunks_mut(ELEMENTS_PER_TASK).enumerate().for_each(|(task, m)| {
         let start = task * ELEMENTS_PER_TASK;
-        for ((m, a), b) in m.iter_mut().zip(&a_s[start..]).zip(&b_s[start..]) {
-            *m = a / (1.0 + (-a).exp()) * b;
-        }
+        silu_mul_slice(m, &a_s[start..], &b_s[start..]);
     });
     Tensor::from_vec(m, a.shape(), &Device::Cpu)
 }
@@ -585,26 +609,8 @@ pub fn logprob_rows(
         .map(|i| {
             let z = &data[i * vocab..(i + 1) * vocab];
             let inv_t = 1.0 / temperatures[i];
-            let max = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * inv_t;
-            // Σ e and Σ e·(z − max), e = exp(z/T − max), in eight lanes.
-            let (mut s, mut sz) = ([0f32; 8], [0f32; 8]);
-            let chunks = z.chunks_exact(8);
-            let tail = chunks.remainder();
-            for c in chunks {
-                for k in 0..8 {
-                    let d = c[k] * inv_t - max;
-                    let e = d.exp();
-                    s[k] += e;
-                    sz[k] += e * d;
-                }
-            }
-            let (mut s, mut sz) = (s.iter().sum::<f32>(), sz.iter().sum::<f32>());
-            for &v in tail {
-                let d = v * inv_t - max;
-                let e = d.exp();
-                s += e;
-                sz += e * d;
-            }
+            let max = row_max(z) * inv_t;
+            let (s, sz) = exp_sums(z, inv_t, max);
             let log_s = s.ln();
             let lse = max + log_s;
             (z[targets[i] as usize] * inv_t - lse, log_s - sz / s, lse)
@@ -645,10 +651,7 @@ pub fn logprob_rows_backward(
         if g == 0.0 {
             return;
         }
-        let scale = -g * inv_t;
-        for (o, &v) in out.iter_mut().zip(z) {
-            *o = scale * (v * inv_t - lse).exp();
-        }
+        scaled_probs(out, z, inv_t, lse, -g * inv_t);
         out[targets[i] as usize] += g * inv_t;
     });
     Ok(Tensor::from_vec(out, (n, vocab), &Device::Cpu)?)
@@ -855,12 +858,8 @@ fn causal_softmax(scores: &Tensor, len: usize, scale: f32) -> candle_core::Resul
     out.par_chunks_mut(len).enumerate().with_min_len(64).for_each(|(r, o)| {
         let seen = r % len + 1;
         let x = &data[r * len..r * len + seen];
-        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) * scale;
-        let mut sum = 0f32;
-        for (o, &v) in o.iter_mut().zip(x) {
-            *o = (v * scale - max).exp();
-            sum += *o;
-        }
+        let max = row_max(x) * scale;
+        let sum = exp_row(&mut o[..seen], x, scale, max);
         let inv = 1.0 / sum;
         for o in &mut o[..seen] {
             *o *= inv;
@@ -892,4 +891,85 @@ fn causal_softmax_backward(
         }
     });
     Tensor::from_vec(out, probs.shape(), &Device::Cpu)
+}
+
+/// `Σ e` and `Σ e · d` over a row, `d = z / T − max` and `e = exp(d)`, in sixteen lanes.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn exp_sums(z: &[f32], inv_t: f32, max: f32) -> (f32, f32) {
+    let (mut s, mut sz) = ([0f32; 16], [0f32; 16]);
+    let chunks = z.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for k in 0..16 {
+            let d = c[k] * inv_t - max;
+            let e = exp_approx(d);
+            s[k] += e;
+            sz[k] += e * d;
+        }
+    }
+    let (mut s, mut sz) = (s.iter().sum::<f32>(), sz.iter().sum::<f32>());
+    for &v in tail {
+        let d = v * inv_t - max;
+        let e = exp_approx(d);
+        s += e;
+        sz += e * d;
+    }
+    (s, sz)
+}
+
+/// `out[j] = scale · exp(z[j] / T − lse)`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn scaled_probs(out: &mut [f32], z: &[f32], inv_t: f32, lse: f32, scale: f32) {
+    for (o, &v) in out.iter_mut().zip(z) {
+        *o = scale * exp_approx(v * inv_t - lse);
+    }
+}
+
+/// The largest value of a row (NaN if the row holds one, so that it reaches the loss), in
+/// sixteen lanes.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn row_max(z: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; 16];
+    let mut nan = false;
+    let chunks = z.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for k in 0..16 {
+            m[k] = if c[k] > m[k] { c[k] } else { m[k] };
+            nan |= c[k].is_nan();
+        }
+    }
+    let mut max = m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    for &v in tail {
+        max = max.max(v);
+        nan |= v.is_nan();
+    }
+    if nan { f32::NAN } else { max }
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn silu_mul_slice(m: &mut [f32], a: &[f32], b: &[f32]) {
+    for ((m, a), b) in m.iter_mut().zip(a).zip(b) {
+        *m = a / (1.0 + exp_approx(-a)) * b;
+    }
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn silu_mul_backward_slice(da: &mut [f32], db: &mut [f32], dm: &[f32], a: &[f32], b: &[f32]) {
+    for ((da, db), ((dm, a), b)) in da.iter_mut().zip(db.iter_mut()).zip(dm.iter().zip(a).zip(b)) {
+        let s = 1.0 / (1.0 + exp_approx(-a));
+        *da = dm * b * s * (1.0 + a * (1.0 - s));
+        *db = dm * a * s;
+    }
+}
+
+/// `o[j] = exp(scale · x[j] − max)` for the row, and their sum.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn exp_row(o: &mut [f32], x: &[f32], scale: f32, max: f32) -> f32 {
+    let mut sum = 0f32;
+    for (o, &v) in o.iter_mut().zip(x) {
+        *o = exp_approx(v * scale - max);
+        sum += *o;
+    }
+    sum
 }

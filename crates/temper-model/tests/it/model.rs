@@ -351,3 +351,21 @@ fn logprob_rows_equal_the_composed_log_softmax_and_its_gradient() {
     let err = temper_model::train::logprob_rows(&logits, &bad, &temps).unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
+
+/// The polynomial `exp` of the training kernels against f64's, over the range where e^x is a
+/// normal f32, and at the edges.
+#[test]
+fn approximate_exp_is_within_a_few_ulps() {
+    let mut worst = 0f64;
+    for i in 0..=400_000 {
+        let x = -87.0 + 175.0 * f64::from(i) / 400_000.0;
+        let got = f64::from(temper_model::train::exp_approx(x as f32));
+        let want = f64::from(x as f32).exp();
+        worst = worst.max((got - want).abs() / want);
+    }
+    assert!(worst < 5e-7, "relative error {worst}");
+    assert!(temper_model::train::exp_approx(f32::NAN).is_nan());
+    assert!(temper_model::train::exp_approx(f32::NEG_INFINITY) < 1e-37);
+    assert_eq!(temper_model::train::exp_approx(0.0), 1.0);
+    assert!(temper_model::train::exp_approx(88.0) > 1e38);
+}
