@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::ops::Deref;
 
 use candle_core::backprop::GradStore;
-use candle_core::{CpuStorage, DType, Device, Storage, StorageRef, Tensor, Var};
+use candle_core::{
+    CpuStorage, DType, Device, InplaceOp2, Layout, Storage, StorageRef, Tensor, Var,
+};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -210,7 +212,11 @@ impl TrainTape<'_> {
             Some(g) => g,
             None => model.embed.zeros_like()?,
         };
-        grads.add(embed, base.index_add(&self.packed.ids, &dx, 0)?)?;
+        // The embedding's gradient is the rows of `dx` added at their tokens' rows: added in place
+        // (the tensor is this pass's own), not into a copy of the whole table.
+        let ids = self.packed.ids.to_vec1::<u32>()?;
+        base.inplace_op2(&dx.contiguous()?, &AddRows { ids })?;
+        grads.add(embed, base)?;
         Ok(grads.finish(&model.params)?)
     }
 }
@@ -972,4 +978,44 @@ fn exp_row(o: &mut [f32], x: &[f32], scale: f32, max: f32) -> f32 {
         sum += *o;
     }
     sum
+}
+
+/// Adds row `i` of the source to row `ids[i]` of the destination, in place.
+struct AddRows {
+    ids: Vec<u32>,
+}
+
+impl InplaceOp2 for AddRows {
+    fn name(&self) -> &'static str {
+        "add-rows"
+    }
+
+    fn cpu_fwd(
+        &self,
+        dst: &mut CpuStorage,
+        dst_l: &Layout,
+        src: &CpuStorage,
+        src_l: &Layout,
+    ) -> candle_core::Result<()> {
+        let (CpuStorage::F32(dst), CpuStorage::F32(src)) = (dst, src) else {
+            candle_core::bail!("add-rows needs f32 tensors");
+        };
+        let (rows, width) = dst_l.shape().dims2()?;
+        let (n, w) = src_l.shape().dims2()?;
+        if !dst_l.is_contiguous() || !src_l.is_contiguous() || w != width || n != self.ids.len() {
+            candle_core::bail!("add-rows: {n} rows of {w} into {rows} rows of {width}");
+        }
+        let dst = &mut dst[dst_l.start_offset()..dst_l.start_offset() + rows * width];
+        let src = &src[src_l.start_offset()..src_l.start_offset() + n * width];
+        for (&id, row) in self.ids.iter().zip(src.chunks_exact(width)) {
+            let id = id as usize;
+            if id >= rows {
+                candle_core::bail!("add-rows: row {id} of {rows}");
+            }
+            for (d, s) in dst[id * width..(id + 1) * width].iter_mut().zip(row) {
+                *d += s;
+            }
+        }
+        Ok(())
+    }
 }

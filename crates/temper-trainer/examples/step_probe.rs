@@ -11,9 +11,21 @@ use temper_model::Transformer;
 use temper_trainer::optim::{AdamW, OptimConfig, grad_norm};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let model = Transformer::init_random(temper_trainer::policy::bench_qwen3(), 0, &Device::Cpu)?;
+    // `STEP_PROBE_MODEL=smollm2`: SmolLM2-135M's shape (random weights) instead.
+    let cfg = if std::env::var("STEP_PROBE_MODEL").is_ok_and(|m| m == "smollm2") {
+        let mut c = temper_model::ModelConfig::tiny(temper_model::Architecture::Llama, 49_152);
+        (c.hidden_size, c.intermediate_size, c.num_hidden_layers) = (576, 1536, 30);
+        (c.num_attention_heads, c.num_key_value_heads, c.head_dim) = (9, 3, 64);
+        c.tie_word_embeddings = true;
+        c.max_position_embeddings = 2048;
+        c
+    } else {
+        temper_trainer::policy::bench_qwen3()
+    };
+    let vocab = cfg.vocab_size;
+    let model = Transformer::init_random(cfg, 0, &Device::Cpu)?;
     let seqs: Vec<Vec<u32>> =
-        (0..4).map(|s| (0..256).map(|i| ((i * 7919 + s * 13) % 32000) as u32).collect()).collect();
+        (0..4).map(|s| (0..256).map(|i| ((i * 7919 + s * 13) % vocab) as u32).collect()).collect();
     let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..255]).collect();
     let targets: Vec<u32> = seqs.iter().flat_map(|s| s[1..].iter().copied()).collect();
     let mut opt = AdamW::new(model.params(), OptimConfig::default())?;
