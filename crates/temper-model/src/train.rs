@@ -6,8 +6,9 @@
 //! five to seven element-wise passes each, forward and backward. Here every part of a dense block
 //! has its backward written out: weight gradients come straight from one matrix product each; RMS
 //! norms (QK-norm included), the SiLU gate, the rotary embedding and the causal softmax run as
-//! single row kernels both ways; attention is the padded, batched product of
-//! [`crate::ops::packed_causal_attention`] with its probabilities kept for the backward pass.
+//! single row kernels both ways; causal attention runs per sequence and key/value head over the
+//! positions each query sees (no padding), keeping only each row's log-sum-exp and recomputing
+//! the probabilities in the backward pass.
 //! Mixture-of-experts MLPs still run under candle's autograd, on a small graph of their own per
 //! block seeded with the gradient arriving from above.
 //!
@@ -261,9 +262,8 @@ impl Transformer {
         let dx2 = (dy + dx2_norm)?;
         let dattn = dx2.matmul(&layer.o.detach())?;
         grads.add(&p("self_attn.o_proj.weight"), dx2.t()?.matmul(&t.attn_out)?)?;
-        drop(t.attn_out);
-        let (dq, dk, dv) = attention_backward(&t.attn, &dattn)?;
-        drop((t.attn, dattn));
+        let (dq, dk, dv) = attention_backward(&t.attn, &t.attn_out, &dattn)?;
+        drop((t.attn, t.attn_out, dattn));
         let dq = rope_rows(&dq, &packed.rope, true)?;
         let dk = rope_rows(&dk, &packed.rope, true)?;
         let (dq, dk) = match (t.qk_norm, &layer.q_norm, &layer.k_norm) {
@@ -429,6 +429,7 @@ pub fn exp_approx(x: f32) -> f32 {
 }
 
 /// Sum of `a[i] · b[i]` in sixteen lanes (so that it vectorises).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
@@ -696,210 +697,340 @@ fn rope_rows(x: &Tensor, rope: &crate::ops::RopeAt, inverse: bool) -> candle_cor
     Tensor::from_vec(out, (n, heads, hd), &Device::Cpu)
 }
 
-/// What the attention forward pass keeps: per bucket of similar-length sequences, the padded
-/// queries, keys and values and the attention probabilities.
+/// What the attention forward pass keeps: the rotated queries and keys, the values, and the
+/// log-sum-exp of each query row's scores (the probabilities are recomputed from them in the
+/// backward pass, so memory does not grow with the square of the sequence length).
 #[derive(Debug)]
 struct AttnTape {
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    buckets: Vec<Bucket>,
-    /// Input row of each output row, when the buckets do not leave the rows in input order.
-    inverse: Option<Tensor>,
-}
-
-#[derive(Debug)]
-struct Bucket {
-    seqs: usize,
-    len: usize,
-    /// For each padded position, the input row of its gradient, or `n` (a zero row) for padding.
-    grad_rows: Tensor,
-    /// Padded positions that are real, in bucket order.
-    keep: Tensor,
-    /// `[seqs, kv_heads, group · len, head_dim]`
+    /// `[n, heads, head_dim]`
     q: Tensor,
-    /// `[seqs, kv_heads, len, head_dim]`
+    /// `[n, kv_heads, head_dim]`
     k: Tensor,
     v: Tensor,
-    /// `[seqs, kv_heads, group · len, len]`, zero above the diagonal.
-    probs: Tensor,
+    /// `[n, heads]`
+    lse: Vec<f32>,
+    spans: Vec<(usize, usize)>,
 }
 
-/// Causal attention of the sequences `spans` of `q` (`[n, heads, head_dim]`), `k` and `v`
-/// (`[n, kv_heads, head_dim]`), bucketed and padded as [`crate::ops::packed_causal_attention`]
-/// does: the output (`[n, heads · head_dim]`) and what [`attention_backward`] needs.
+/// Shapes of one attention call.
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    heads: usize,
+    kv_heads: usize,
+    hd: usize,
+    scale: f32,
+}
+
+impl Dims {
+    fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+}
+
+/// Causal attention of the independent sequences `spans` of `q` (`[n, heads, head_dim]`), `k`
+/// and `v` (`[n, kv_heads, head_dim]`); query heads share key/value heads in consecutive groups.
+/// Returns the output (`[n, heads · head_dim]`) and what [`attention_backward`] needs.
+///
+/// Work is split by (sequence, key/value head): each task reads that head's keys and values
+/// (transposed once into a local buffer, so scores are sums of contiguous multiply-adds) for all
+/// the query heads of its group, and only sees positions at or before each query: no padding,
+/// no masked products.
 fn attention_forward(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     spans: &[(usize, usize)],
 ) -> candle_core::Result<(Tensor, AttnTape)> {
+    let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
     let (n, heads, hd) = q.dims3()?;
-    let (_, kv_heads, _) = k.dims3()?;
-    if kv_heads == 0 || heads % kv_heads != 0 {
-        candle_core::bail!("attention: {heads} heads over {kv_heads} kv heads");
+    let (kn, kv_heads, khd) = k.dims3()?;
+    if kv_heads == 0 || heads % kv_heads != 0 || kn != n || khd != hd || v.dims() != k.dims() {
+        candle_core::bail!(
+            "attention: queries {:?}, keys {:?}, values {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
     }
-    let group = heads / kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by(|&a, &b| spans[b].1.cmp(&spans[a].1).then(a.cmp(&b)));
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for i in order {
-        match groups.last_mut() {
-            Some(b) if spans[i].1 * 2 > spans[b[0]].1 => b.push(i),
-            _ => groups.push(vec![i]),
+    if spans.iter().map(|s| s.1).sum::<usize>() != n {
+        candle_core::bail!("attention: spans cover {} of {n} rows", spans.len());
+    }
+    let dims = Dims { heads, kv_heads, hd, scale: 1.0 / (hd as f32).sqrt() };
+    let (out, lse) = attention_rows(&q, &k, &v, spans, dims, n)?;
+    let out = Tensor::from_vec(out, (n, heads * hd), &Device::Cpu)?;
+    Ok((out, AttnTape { q, k, v, lse, spans: spans.to_vec() }))
+}
+
+/// The work of [`attention_forward`] on borrowed data: outputs and log-sum-exps by row.
+fn attention_rows(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    spans: &[(usize, usize)],
+    dims: Dims,
+    n: usize,
+) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
+    let Dims { heads, kv_heads, hd, .. } = dims;
+    let (qs, ks, vs) = (f32s(q)?, f32s(k)?, f32s(v)?);
+    let (qs, ks, vs): (&[f32], &[f32], &[f32]) = (&qs, &ks, &vs);
+    let tasks: Vec<(usize, usize, usize)> = spans
+        .iter()
+        .flat_map(|&(offset, len)| (0..kv_heads).map(move |g| (offset, len, g)))
+        .collect();
+    let results: Vec<(Vec<f32>, Vec<f32>)> = tasks
+        .par_iter()
+        .map(|&(offset, len, g)| attend(qs, ks, vs, dims, offset, len, g))
+        .collect();
+    let group = dims.group();
+    let mut out = vec![0f32; n * heads * hd];
+    let mut lse = vec![0f32; n * heads];
+    for (&(offset, len, g), (o, l)) in tasks.iter().zip(&results) {
+        for i in 0..len {
+            let row = offset + i;
+            let dst =
+                &mut out[(row * heads + g * group) * hd..(row * heads + (g + 1) * group) * hd];
+            dst.copy_from_slice(&o[i * group * hd..(i + 1) * group * hd]);
+            lse[row * heads + g * group..row * heads + (g + 1) * group]
+                .copy_from_slice(&l[i * group..(i + 1) * group]);
         }
     }
-    let mut outs = Vec::with_capacity(groups.len());
-    let mut buckets = Vec::with_capacity(groups.len());
-    let mut rows_in_order: Vec<u32> = Vec::with_capacity(n);
-    for members in &groups {
-        let (s, len) = (members.len(), spans[members[0]].1);
-        let mut gather = Vec::with_capacity(s * len);
-        let mut grad_rows = Vec::with_capacity(s * len);
-        let mut keep = Vec::with_capacity(n);
-        for (b, &i) in members.iter().enumerate() {
-            let (offset, l) = spans[i];
-            for t in 0..len {
-                gather.push((offset + t.min(l - 1)) as u32);
-                grad_rows.push(if t < l { (offset + t) as u32 } else { n as u32 });
-            }
-            for t in 0..l {
-                keep.push((b * len + t) as u32);
-                rows_in_order.push((offset + t) as u32);
-            }
+    Ok((out, lse))
+}
+
+/// Columns of [`transposed`] buffers: the sequence length rounded up to a whole number of
+/// sixteen-lane blocks (the padding is zero).
+fn padded(len: usize) -> usize {
+    len.div_ceil(16) * 16
+}
+
+/// `t[d · padded(len) + j] = x[(offset + j) · stride + head · hd + d]`: one head's rows of a
+/// sequence, transposed.
+fn transposed(
+    x: &[f32],
+    offset: usize,
+    len: usize,
+    stride: usize,
+    head: usize,
+    hd: usize,
+) -> Vec<f32> {
+    let cols = padded(len);
+    let mut t = vec![0f32; hd * cols];
+    for j in 0..len {
+        let start = (offset + j) * stride + head * hd;
+        for (d, &value) in x[start..start + hd].iter().enumerate() {
+            t[d * cols + j] = value;
         }
-        let gather = Tensor::from_vec(gather, s * len, &Device::Cpu)?;
-        let keep_len = keep.len();
-        let keep = Tensor::from_vec(keep, keep_len, &Device::Cpu)?;
-        let grad_rows = Tensor::from_vec(grad_rows, s * len, &Device::Cpu)?;
-        let pad = |x: &Tensor, h: usize| -> candle_core::Result<Tensor> {
-            x.index_select(&gather, 0)?.reshape((s, len, h, hd))?.transpose(1, 2)?.contiguous()
-        };
-        let qp = pad(q, heads)?.reshape((s, kv_heads, group * len, hd))?;
-        let kp = pad(k, kv_heads)?;
-        let vp = pad(v, kv_heads)?;
-        let probs = causal_softmax(&qp.matmul(&kp.t()?)?, len, scale)?;
-        let out = probs
-            .matmul(&vp)?
-            .reshape((s, heads, len, hd))?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((s * len, heads * hd))?;
-        outs.push(out.index_select(&keep, 0)?);
-        buckets.push(Bucket { seqs: s, len, grad_rows, keep, q: qp, k: kp, v: vp, probs });
     }
-    let out = if outs.len() == 1 { outs.remove(0) } else { Tensor::cat(&outs, 0)? };
-    let mut inverse = vec![0u32; n];
-    for (j, &r) in rows_in_order.iter().enumerate() {
-        inverse[r as usize] = j as u32;
+    t
+}
+
+/// One (sequence, key/value head) of [`attention_forward`]: the outputs (`[len, group, hd]`)
+/// and log-sum-exps (`[len, group]`) of the group's query heads.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn attend(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    dims: Dims,
+    offset: usize,
+    len: usize,
+    g: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let Dims { heads, kv_heads, hd, scale } = dims;
+    let group = dims.group();
+    let kt = transposed(k, offset, len, kv_heads * hd, g, hd);
+    let stride = kv_heads * hd;
+    let mut out = vec![0f32; len * group * hd];
+    let mut lse = vec![0f32; len * group];
+    let mut scores = vec![0f32; len];
+    for i in 0..len {
+        for j in 0..group {
+            let h = g * group + j;
+            let qi = &q[((offset + i) * heads + h) * hd..((offset + i) * heads + h + 1) * hd];
+            let s = &mut scores[..=i];
+            causal_scores(s, qi, &kt, padded(len), scale);
+            let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+            let sum = exp_in_place(s, max);
+            let inv = 1.0 / sum;
+            for p in s.iter_mut() {
+                *p *= inv;
+            }
+            let o = &mut out[(i * group + j) * hd..(i * group + j + 1) * hd];
+            weighted_rows(o, s, &v[(offset * kv_heads + g) * hd..], stride);
+            lse[i * group + j] = max + sum.ln();
+        }
     }
-    let inverse = if inverse.iter().enumerate().all(|(i, &j)| i as u32 == j) {
-        None
-    } else {
-        Some(Tensor::from_vec(inverse, n, &Device::Cpu)?)
-    };
-    let out = match &inverse {
-        Some(inv) => out.index_select(inv, 0)?,
-        None => out,
-    };
-    Ok((out, AttnTape { heads, kv_heads, head_dim: hd, buckets, inverse }))
+    (out, lse)
 }
 
 /// The gradients of the queries, keys and values (`[n, heads, head_dim]`, `[n, kv_heads,
-/// head_dim]` twice) from that of the attention output (`[n, heads · head_dim]`).
+/// head_dim]` twice) from the attention output `out` and its gradient `dout` (both `[n, heads ·
+/// head_dim]`).
 fn attention_backward(
     tape: &AttnTape,
+    out: &Tensor,
     dout: &Tensor,
 ) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
-    let (heads, kv_heads, hd) = (tape.heads, tape.kv_heads, tape.head_dim);
-    let group = heads / kv_heads;
-    let n = dout.dim(0)?;
-    let scale = 1.0 / (hd as f32).sqrt();
-    // One zero row past the end, which padding positions read.
-    let dout = Tensor::cat(&[dout, &Tensor::zeros((1, heads * hd), DType::F32, &Device::Cpu)?], 0)?;
-    let (mut dqs, mut dks, mut dvs) = (Vec::new(), Vec::new(), Vec::new());
-    for b in &tape.buckets {
-        let (s, len) = (b.seqs, b.len);
-        let dop = dout
-            .index_select(&b.grad_rows, 0)?
-            .reshape((s, len, heads, hd))?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((s, kv_heads, group * len, hd))?;
-        let dv = b.probs.t()?.matmul(&dop)?;
-        let dprobs = dop.matmul(&b.v.t()?)?;
-        let dscores = causal_softmax_backward(&b.probs, &dprobs, scale)?;
-        drop(dprobs);
-        let dq = dscores.matmul(&b.k)?;
-        let dk = dscores.t()?.matmul(&b.q)?;
-        let unpad = |x: Tensor, h: usize| -> candle_core::Result<Tensor> {
-            x.reshape((s, h, len, hd))?
-                .transpose(1, 2)?
-                .contiguous()?
-                .reshape((s * len, h * hd))?
-                .index_select(&b.keep, 0)
-        };
-        dqs.push(unpad(dq, heads)?);
-        dks.push(unpad(dk, kv_heads)?);
-        dvs.push(unpad(dv, kv_heads)?);
+    let (n, heads, hd) = tape.q.dims3()?;
+    let (_, kv_heads, _) = tape.k.dims3()?;
+    let dout = dout.contiguous()?;
+    if dout.dims() != [n, heads * hd] || out.dims() != dout.dims() {
+        candle_core::bail!("attention backward: gradient {:?} for {n} rows", dout.dims());
     }
-    let back = |mut parts: Vec<Tensor>, h: usize| -> candle_core::Result<Tensor> {
-        let all = if parts.len() == 1 { parts.remove(0) } else { Tensor::cat(&parts, 0)? };
-        let all = match &tape.inverse {
-            Some(inv) => all.index_select(inv, 0)?,
-            None => all,
-        };
-        all.reshape((n, h, hd))
-    };
-    Ok((back(dqs, heads)?, back(dks, kv_heads)?, back(dvs, kv_heads)?))
-}
-
-/// `softmax(scale · scores)` over each row of `scores` (`[..., rows, len]`), row `r` seeing
-/// only the first `r % len + 1` keys (the query at position `r % len`); zero beyond.
-fn causal_softmax(scores: &Tensor, len: usize, scale: f32) -> candle_core::Result<Tensor> {
-    let data = f32s(scores)?;
-    let data: &[f32] = &data;
-    let mut out = vec![0f32; data.len()];
-    out.par_chunks_mut(len).enumerate().with_min_len(64).for_each(|(r, o)| {
-        let seen = r % len + 1;
-        let x = &data[r * len..r * len + seen];
-        let max = row_max(x) * scale;
-        let sum = exp_row(&mut o[..seen], x, scale, max);
-        let inv = 1.0 / sum;
-        for o in &mut o[..seen] {
-            *o *= inv;
+    let dims = Dims { heads, kv_heads, hd, scale: 1.0 / (hd as f32).sqrt() };
+    let (qs, ks, vs) = (f32s(&tape.q)?, f32s(&tape.k)?, f32s(&tape.v)?);
+    let (os, dos) = (f32s(out)?, f32s(&dout)?);
+    let (qs, ks, vs): (&[f32], &[f32], &[f32]) = (&qs, &ks, &vs);
+    let (os, dos): (&[f32], &[f32]) = (&os, &dos);
+    let tasks: Vec<(usize, usize, usize)> = tape
+        .spans
+        .iter()
+        .flat_map(|&(offset, len)| (0..kv_heads).map(move |g| (offset, len, g)))
+        .collect();
+    let lse = &tape.lse;
+    let results: Vec<[Vec<f32>; 3]> = tasks
+        .par_iter()
+        .map(|&(offset, len, g)| attend_backward(qs, ks, vs, os, dos, lse, dims, offset, len, g))
+        .collect();
+    let group = dims.group();
+    let mut dq = vec![0f32; n * heads * hd];
+    let mut dk = vec![0f32; n * kv_heads * hd];
+    let mut dv = vec![0f32; n * kv_heads * hd];
+    for (&(offset, len, g), [q, k, v]) in tasks.iter().zip(&results) {
+        for i in 0..len {
+            let row = offset + i;
+            dq[(row * heads + g * group) * hd..(row * heads + (g + 1) * group) * hd]
+                .copy_from_slice(&q[i * group * hd..(i + 1) * group * hd]);
+            let kv = (row * kv_heads + g) * hd..(row * kv_heads + g + 1) * hd;
+            dk[kv.clone()].copy_from_slice(&k[i * hd..(i + 1) * hd]);
+            dv[kv].copy_from_slice(&v[i * hd..(i + 1) * hd]);
         }
-    });
-    Tensor::from_vec(out, scores.shape(), &Device::Cpu)
-}
-
-/// The backward pass of [`causal_softmax`]: `scale · p ⊙ (dp − Σ p ⊙ dp)` per row.
-fn causal_softmax_backward(
-    probs: &Tensor,
-    dprobs: &Tensor,
-    scale: f32,
-) -> candle_core::Result<Tensor> {
-    let dprobs = dprobs.contiguous()?;
-    if probs.dims() != dprobs.dims() {
-        candle_core::bail!("softmax backward: {:?} and {:?}", probs.dims(), dprobs.dims());
     }
-    let len = probs.dims().last().copied().unwrap_or(1).max(1);
-    let (ps, ds) = (f32s(probs)?, f32s(&dprobs)?);
-    let (ps, ds): (&[f32], &[f32]) = (&ps, &ds);
-    let mut out = vec![0f32; ps.len()];
-    out.par_chunks_mut(len).enumerate().with_min_len(64).for_each(|(r, o)| {
-        let seen = r % len + 1;
-        let (p, d) = (&ps[r * len..r * len + seen], &ds[r * len..r * len + seen]);
-        let dot = dot(p, d);
-        for ((o, p), d) in o.iter_mut().zip(p).zip(d) {
-            *o = scale * p * (d - dot);
-        }
-    });
-    Tensor::from_vec(out, probs.shape(), &Device::Cpu)
+    Ok((
+        Tensor::from_vec(dq, (n, heads, hd), &Device::Cpu)?,
+        Tensor::from_vec(dk, (n, kv_heads, hd), &Device::Cpu)?,
+        Tensor::from_vec(dv, (n, kv_heads, hd), &Device::Cpu)?,
+    ))
 }
 
-/// `Σ e` and `Σ e · d` over a row, `d = z / T − max` and `e = exp(d)`, in sixteen lanes.
+/// One (sequence, key/value head) of [`attention_backward`]: the gradients of the group's query
+/// heads (`[len, group, hd]`) and of the head's keys and values (`[len, hd]` each).
+#[allow(clippy::too_many_arguments, reason = "the slices and shapes of one attention task")]
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn attend_backward(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &[f32],
+    dout: &[f32],
+    lse: &[f32],
+    dims: Dims,
+    offset: usize,
+    len: usize,
+    g: usize,
+) -> [Vec<f32>; 3] {
+    let Dims { heads, kv_heads, hd, scale } = dims;
+    let group = dims.group();
+    let kt = transposed(k, offset, len, kv_heads * hd, g, hd);
+    let vt = transposed(v, offset, len, kv_heads * hd, g, hd);
+    let stride = kv_heads * hd;
+    let mut dq = vec![0f32; len * group * hd];
+    let mut dk = vec![0f32; len * hd];
+    let mut dv = vec![0f32; len * hd];
+    let (mut p, mut ds) = (vec![0f32; len], vec![0f32; len]);
+    for i in 0..len {
+        for j in 0..group {
+            let h = g * group + j;
+            let at = ((offset + i) * heads + h) * hd;
+            let (qi, oi, doi) = (&q[at..at + hd], &out[at..at + hd], &dout[at..at + hd]);
+            let (p, ds) = (&mut p[..=i], &mut ds[..=i]);
+            causal_scores(p, qi, &kt, padded(len), scale);
+            exp_in_place(p, lse[(offset + i) * heads + h]);
+            causal_scores(ds, doi, &vt, padded(len), 1.0);
+            // dS = P ⊙ (dP − rowsum(P ⊙ dP)), and rowsum(P ⊙ dP) = dO · O.
+            let d = dot(doi, oi);
+            for (ds, &p) in ds.iter_mut().zip(p.iter()) {
+                *ds = p * (*ds - d) * scale;
+            }
+            weighted_rows(
+                &mut dq[(i * group + j) * hd..(i * group + j + 1) * hd],
+                ds,
+                &k[(offset * kv_heads + g) * hd..],
+                stride,
+            );
+            for t in 0..=i {
+                axpy(&mut dk[t * hd..(t + 1) * hd], ds[t], qi);
+                axpy(&mut dv[t * hd..(t + 1) * hd], p[t], doi);
+            }
+        }
+    }
+    [dq, dk, dv]
+}
+
+/// `s[t] = scale · Σ_d x[d] · kt[d · cols + t]` for `t < s.len()`: a query against the keys at
+/// or before it, over the transposed keys, sixteen keys at a time held in registers.
+#[inline(always)]
+fn causal_scores(s: &mut [f32], x: &[f32], kt: &[f32], cols: usize, scale: f32) {
+    let m = s.len();
+    for block in (0..m).step_by(16) {
+        let mut acc = [0f32; 16];
+        for (d, &xd) in x.iter().enumerate() {
+            let col = &kt[d * cols + block..d * cols + block + 16];
+            for l in 0..16 {
+                acc[l] += xd * col[l];
+            }
+        }
+        for (s, a) in s[block..m.min(block + 16)].iter_mut().zip(acc) {
+            *s = a * scale;
+        }
+    }
+}
+
+/// `out += Σ_t w[t] · row_t`, row `t` being `rows[t · stride..][..out.len()]`, sixteen columns
+/// at a time held in registers.
+#[inline(always)]
+fn weighted_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: usize) {
+    let hd = out.len();
+    let mut c = 0;
+    while c + 16 <= hd {
+        let mut acc = [0f32; 16];
+        for (t, &wt) in w.iter().enumerate() {
+            let row = &rows[t * stride + c..t * stride + c + 16];
+            for l in 0..16 {
+                acc[l] += wt * row[l];
+            }
+        }
+        for (o, a) in out[c..c + 16].iter_mut().zip(acc) {
+            *o += a;
+        }
+        c += 16;
+    }
+    for (t, &wt) in w.iter().enumerate() {
+        for d in c..hd {
+            out[d] += wt * rows[t * stride + d];
+        }
+    }
+}
+
+/// `s[t] = exp(s[t] − shift)`; returns their sum.
+#[inline(always)]
+fn exp_in_place(s: &mut [f32], shift: f32) -> f32 {
+    let mut sum = 0f32;
+    for s in s.iter_mut() {
+        *s = exp_approx(*s - shift);
+        sum += *s;
+    }
+    sum
+}
+
+/// `y += a · x`.
+#[inline(always)]
+fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y += a * x;
+    }
+}
+
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn exp_sums(z: &[f32], inv_t: f32, max: f32) -> (f32, f32) {
     let (mut s, mut sz) = ([0f32; 16], [0f32; 16]);
@@ -967,17 +1098,6 @@ fn silu_mul_backward_slice(da: &mut [f32], db: &mut [f32], dm: &[f32], a: &[f32]
         *da = dm * b * s * (1.0 + a * (1.0 - s));
         *db = dm * a * s;
     }
-}
-
-/// `o[j] = exp(scale · x[j] − max)` for the row, and their sum.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn exp_row(o: &mut [f32], x: &[f32], scale: f32, max: f32) -> f32 {
-    let mut sum = 0f32;
-    for (o, &v) in o.iter_mut().zip(x) {
-        *o = exp_approx(v * scale - max);
-        sum += *o;
-    }
-    sum
 }
 
 /// Adds row `i` of the source to row `ids[i]` of the destination, in place.
