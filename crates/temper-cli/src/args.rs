@@ -463,9 +463,14 @@ pub struct TrainerBenchArgs {
     /// Tokens per sequence.
     #[arg(long, default_value_t = 256)]
     pub seq_len: usize,
-    /// Measured steps (after one warmup step); the median step time is reported.
+    /// Measured steps (after one warmup step) per round; the median step time over all rounds
+    /// is reported.
     #[arg(long, default_value_t = 5)]
     pub steps: usize,
+    /// Rounds per model, temper and PyTorch taking turns (so that a busy spell of a shared
+    /// machine slows both rather than one side).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/train.json")]
     pub output: PathBuf,

@@ -30,7 +30,10 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         println!("{out}");
         return Ok(());
     }
-    anyhow::ensure!(args.batch > 0 && args.seq_len > 1 && args.steps > 0, "nothing to measure");
+    anyhow::ensure!(
+        args.batch > 0 && args.seq_len > 1 && args.steps > 0 && args.rounds > 0,
+        "nothing to measure"
+    );
     let tmp = tempfile::tempdir()?;
     let mut models: Vec<(String, PathBuf)> = Vec::new();
     let dir = tmp.path().join("qwen3-small");
@@ -60,17 +63,25 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         });
         let spec_path = dir.join("bench-spec.json");
         std::fs::write(&spec_path, spec.to_string())?;
-        eprintln!("{name}: temper");
-        let ours = run_worker(&exe, &spec_path, false)?;
+        // Temper and PyTorch take turns, round after round; each side's step times of every
+        // round are pooled and their median reported, with each round's ratio alongside.
+        let (mut ours, mut theirs, mut ratios): (Vec<Value>, Vec<Value>, Vec<f64>) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for round in 1..=args.rounds {
+            eprintln!("{name}: temper (round {round}/{})", args.rounds);
+            let o = run_worker(&exe, &spec_path, false)?;
+            if let Some(py) = &args.python {
+                eprintln!("{name}: PyTorch (round {round}/{})", args.rounds);
+                let t = run_torch(py, &spec)?;
+                ratios.push(median(&step_times(&t)) / median(&step_times(&o)));
+                theirs.push(t);
+            }
+            ours.push(o);
+        }
         eprintln!("{name}: temper with gradient checkpointing");
         let ours_ckpt = run_worker(&exe, &spec_path, true)?;
-        let theirs = match &args.python {
-            Some(py) => {
-                eprintln!("{name}: PyTorch");
-                Some(run_torch(py, &spec)?)
-            }
-            None => None,
-        };
+        let ours = pooled(&ours);
+        let theirs = (!theirs.is_empty()).then(|| pooled(&theirs));
         rows.push(json!({
             "model": name, "batch": args.batch, "seq_len": args.seq_len,
             "temper": summarize(&ours, &args),
@@ -78,23 +89,34 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
             "pytorch": theirs.as_ref().map(|t| summarize(t, &args)),
             "pytorch_version": theirs.as_ref().map(|t| t["torch"].clone()),
             "first_loss": {"temper": ours["losses"][0], "pytorch": theirs.as_ref().map(|t| t["losses"][0].clone())},
+            "round_ratios": ratios,
         }));
     }
     println!();
     println!(
-        "| model | temper tok/s | PyTorch tok/s | ratio | temper peak MB | + checkpointing | PyTorch peak MB | first loss temper / PyTorch |"
+        "| model | temper tok/s | PyTorch tok/s | ratio | each round | temper peak MB | + checkpointing | PyTorch peak MB | first loss temper / PyTorch |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---|---:|---:|---:|---|");
     for r in &rows {
         let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
         let ours = f(&r["temper"]["tokens_per_s"]);
         let theirs = f(&r["pytorch"]["tokens_per_s"]);
         println!(
-            "| {} | {:.0} | {:.0} | {:.2}× | {:.0} | {:.0} | {:.0} | {:.4} / {:.4} |",
+            "| {} | {:.0} | {:.0} | {:.2}× | {} | {:.0} | {:.0} | {:.0} | {:.4} / {:.4} |",
             r["model"].as_str().unwrap_or(""),
             ours,
             theirs,
             ours / theirs,
+            r["round_ratios"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_f64)
+                        .map(|x| format!("{x:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default(),
             f(&r["temper"]["peak_rss_mb"]),
             f(&r["temper_checkpointing"]["peak_rss_mb"]),
             f(&r["pytorch"]["peak_rss_mb"]),
@@ -103,7 +125,8 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         );
     }
     let report = json!({
-        "dtype": "f32", "statistic": "median step time", "steps": args.steps,
+        "dtype": "f32", "statistic": "median step time over all rounds", "steps": args.steps,
+        "rounds": args.rounds,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "optimizer": {"type": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM},
         "models": rows,
@@ -117,12 +140,26 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn summarize(run: &Value, args: &TrainerBenchArgs) -> Value {
-    let times: Vec<f64> = run["step_seconds"]
+fn step_times(run: &Value) -> Vec<f64> {
+    run["step_seconds"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
-    let step = median(&times);
+        .unwrap_or_default()
+}
+
+/// Several runs of one side as one: step times pooled, the first run's losses, the largest peak
+/// memory.
+fn pooled(runs: &[Value]) -> Value {
+    let times: Vec<f64> = runs.iter().flat_map(step_times).collect();
+    let peak = runs.iter().filter_map(|r| r["peak_rss_mb"].as_f64()).fold(f64::NAN, f64::max);
+    let mut first = runs.first().cloned().unwrap_or(Value::Null);
+    first["step_seconds"] = json!(times);
+    first["peak_rss_mb"] = json!(peak);
+    first
+}
+
+fn summarize(run: &Value, args: &TrainerBenchArgs) -> Value {
+    let step = median(&step_times(run));
     json!({
         "median_step_s": step,
         "tokens_per_s": (args.batch * (args.seq_len - 1)) as f64 / step,
