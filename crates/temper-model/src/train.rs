@@ -184,11 +184,41 @@ impl TrainTape<'_> {
     /// The gradient of every weight ([`Transformer::params`] order) from `dlogits`, the gradient
     /// of the loss with respect to [`TrainTape::logits`].
     pub fn backward(mut self, dlogits: &Tensor) -> Result<Vec<Tensor>, ModelError> {
+        drop(std::mem::replace(&mut self.logits, Tensor::zeros(0, DType::F32, &Device::Cpu)?));
+        self.backward_from(dlogits.contiguous()?)
+    }
+
+    /// [`TrainTape::backward`] for a loss on the log-probabilities [`logprob_rows`] computed
+    /// (`rows`, with the same `targets` and `temperatures`), given its gradient `dlogprobs`
+    /// with respect to them. The logits' gradient is written over the logits (no second matrix
+    /// of `n · vocab`): [`TrainTape::logits`], and any clone of it, hold gradients afterwards.
+    pub fn backward_from_logprobs(
+        mut self,
+        targets: &[u32],
+        temperatures: &[f32],
+        rows: &RowLogprobs,
+        dlogprobs: &[f32],
+    ) -> Result<Vec<Tensor>, ModelError> {
+        let (n, _) = check_rows(&self.logits, targets, temperatures)?;
+        if dlogprobs.len() != n || rows.log_sum_exp.len() != n {
+            return Err(candle_core::Error::Msg(format!(
+                "{n} logit rows for {} gradients and {} saved rows",
+                dlogprobs.len(),
+                rows.log_sum_exp.len()
+            ))
+            .into());
+        }
+        let op = LogitGrads { targets, temperatures, lse: &rows.log_sum_exp, dlogprobs };
+        self.logits.inplace_op1(&op)?;
+        let dlogits =
+            std::mem::replace(&mut self.logits, Tensor::zeros(0, DType::F32, &Device::Cpu)?);
+        self.backward_from(dlogits)
+    }
+
+    fn backward_from(mut self, dlogits: Tensor) -> Result<Vec<Tensor>, ModelError> {
         let model = self.model;
         let cfg = &model.cfg;
         let mut grads = Grads::new(&model.params);
-        drop(self.logits);
-        let dlogits = dlogits.contiguous()?;
         let lm_head = model.lm_head.detach();
         let dhead_in = dlogits.matmul(&lm_head)?;
         let head_name =
@@ -633,6 +663,41 @@ pub fn logprob_rows(
 /// The gradient of a loss with respect to `logits` given its gradient `dlogprobs` with respect
 /// to the log-probabilities [`logprob_rows`] returned: `dlogits[i, j] = dlogprobs[i] ·
 /// (1[j = target] − p[i, j]) / temperature[i]`, written in one pass.
+/// Turns logits into their gradient in place (see [`TrainTape::backward_from_logprobs`]).
+struct LogitGrads<'a> {
+    targets: &'a [u32],
+    temperatures: &'a [f32],
+    lse: &'a [f32],
+    dlogprobs: &'a [f32],
+}
+
+impl candle_core::InplaceOp1 for LogitGrads<'_> {
+    fn name(&self) -> &'static str {
+        "logit-grads"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("logit-grads needs f32 logits");
+        };
+        let (n, vocab) = layout.shape().dims2()?;
+        if !layout.is_contiguous() || n != self.targets.len() {
+            candle_core::bail!("logit-grads: {n} rows for {} targets", self.targets.len());
+        }
+        let data = &mut data[layout.start_offset()..layout.start_offset() + n * vocab];
+        data.par_chunks_mut(vocab).enumerate().for_each(|(i, z)| {
+            let (g, inv_t) = (self.dlogprobs[i], 1.0 / self.temperatures[i]);
+            if g == 0.0 {
+                z.fill(0.0);
+                return;
+            }
+            scaled_probs_in_place(z, inv_t, self.lse[i], -g * inv_t);
+            z[self.targets[i] as usize] += g * inv_t;
+        });
+        Ok(())
+    }
+}
+
 pub fn logprob_rows_backward(
     logits: &Tensor,
     targets: &[u32],
@@ -1059,6 +1124,14 @@ fn exp_sums(z: &[f32], inv_t: f32, max: f32) -> (f32, f32) {
 fn scaled_probs(out: &mut [f32], z: &[f32], inv_t: f32, lse: f32, scale: f32) {
     for (o, &v) in out.iter_mut().zip(z) {
         *o = scale * exp_approx(v * inv_t - lse);
+    }
+}
+
+/// `z[j] = scale · exp(z[j] / T − lse)`, in place.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn scaled_probs_in_place(z: &mut [f32], inv_t: f32, lse: f32, scale: f32) {
+    for v in z.iter_mut() {
+        *v = scale * exp_approx(*v * inv_t - lse);
     }
 }
 

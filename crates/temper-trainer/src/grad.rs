@@ -104,7 +104,8 @@ pub struct Targets<'a> {
 /// diagnostic), and `loss_fn`'s other output.
 ///
 /// On the written-out backward pass the logits are read in place by row kernels
-/// ([`temper_model::train::logprob_rows`]) and their gradient is written in one pass; otherwise
+/// ([`temper_model::train::logprob_rows`]) and their gradient is written over them in one pass;
+/// otherwise
 /// they go through [`crate::loss::logprobs_and_entropy`] under autograd.
 pub fn logprob_loss_and_grads<T>(
     model: &Transformer,
@@ -130,15 +131,9 @@ pub fn logprob_loss_and_grads<T>(
         let store = loss.backward()?;
         let dlp = grad_of(&store, lp.as_tensor())?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
         drop((store, loss));
-        let dlogits = temper_model::train::logprob_rows_backward(
-            tape.logits(),
-            ids,
-            temperatures,
-            &rows,
-            &dlp,
-        )
-        .map_err(to_candle)?;
-        return Ok((tape.backward(&dlogits).map_err(to_candle)?, entropy, out));
+        let grads =
+            tape.backward_from_logprobs(ids, temperatures, &rows, &dlp).map_err(to_candle)?;
+        return Ok((grads, entropy, out));
     }
     let (grads, (entropy, out)) =
         loss_and_grads_for(model, params, inputs, checkpoint, |logits| {

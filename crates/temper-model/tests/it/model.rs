@@ -373,3 +373,40 @@ fn approximate_exp_is_within_a_few_ulps() {
     assert_eq!(temper_model::train::exp_approx(0.0), 1.0);
     assert!(temper_model::train::exp_approx(88.0) > 1e38);
 }
+
+/// The logits' gradient written over the logits gives the same weight gradients, bit for bit,
+/// as the one written to a new matrix.
+#[test]
+fn logit_gradient_in_place_equals_the_copy() {
+    let model =
+        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 6, &Device::Cpu)
+            .unwrap();
+    let seqs = [tokens(12, 1, 50), tokens(7, 2, 50)];
+    let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..s.len() - 1]).collect();
+    let targets: Vec<u32> = seqs.iter().flat_map(|s| s[1..].to_vec()).collect();
+    let temps: Vec<f32> = (0..targets.len()).map(|i| [1.0, 0.5, 2.0][i % 3]).collect();
+    // Some rows without gradient (masked positions).
+    let dlp: Vec<f32> =
+        (0..targets.len()).map(|i| if i % 4 == 0 { 0.0 } else { 0.1 * i as f32 - 0.7 }).collect();
+    let grads = |in_place: bool| {
+        let tape = model.train_forward(&inputs, false).unwrap();
+        let rows = temper_model::train::logprob_rows(tape.logits(), &targets, &temps).unwrap();
+        if in_place {
+            tape.backward_from_logprobs(&targets, &temps, &rows, &dlp).unwrap()
+        } else {
+            let d = temper_model::train::logprob_rows_backward(
+                tape.logits(),
+                &targets,
+                &temps,
+                &rows,
+                &dlp,
+            )
+            .unwrap();
+            tape.backward(&d).unwrap()
+        }
+    };
+    for ((name, _), (a, b)) in model.params().iter().zip(grads(true).iter().zip(&grads(false))) {
+        assert_eq!(max_abs_diff(a, b), 0.0, "{name}");
+        assert!(a.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap() > 0.0, "{name}");
+    }
+}
