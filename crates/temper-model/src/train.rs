@@ -863,9 +863,9 @@ fn attention_rows(
 }
 
 /// Columns of [`transposed`] buffers: the sequence length rounded up to a whole number of
-/// sixteen-lane blocks (the padding is zero).
+/// 64-key blocks (the padding is zero).
 fn padded(len: usize) -> usize {
-    len.div_ceil(16) * 16
+    len.div_ceil(64) * 64
 }
 
 /// `t[d · padded(len) + j] = x[(offset + j) · stride + head · hd + d]`: one head's rows of a
@@ -1033,30 +1033,44 @@ fn attend_backward(
 }
 
 /// `s[t] = scale · Σ_d x[d] · kt[d · cols + t]` for `t < s.len()`: a query against the keys at
-/// or before it, over the transposed keys, sixteen keys at a time held in registers.
+/// or before it, over the transposed keys, 64 keys at a time held in registers (four independent
+/// chains of multiply-adds, not one).
 #[inline(always)]
 fn causal_scores(s: &mut [f32], x: &[f32], kt: &[f32], cols: usize, scale: f32) {
     let m = s.len();
-    for block in (0..m).step_by(16) {
-        let mut acc = [0f32; 16];
+    for block in (0..m).step_by(64) {
+        let mut acc = [0f32; 64];
         for (d, &xd) in x.iter().enumerate() {
-            let col = &kt[d * cols + block..d * cols + block + 16];
-            for l in 0..16 {
+            let col = &kt[d * cols + block..d * cols + block + 64];
+            for l in 0..64 {
                 acc[l] += xd * col[l];
             }
         }
-        for (s, a) in s[block..m.min(block + 16)].iter_mut().zip(acc) {
+        for (s, a) in s[block..m.min(block + 64)].iter_mut().zip(acc) {
             *s = a * scale;
         }
     }
 }
 
-/// `out += Σ_t w[t] · row_t`, row `t` being `rows[t · stride..][..out.len()]`, sixteen columns
-/// at a time held in registers.
+/// `out += Σ_t w[t] · row_t`, row `t` being `rows[t · stride..][..out.len()]`, 64 columns at a
+/// time held in registers (then 16, then one by one).
 #[inline(always)]
 fn weighted_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: usize) {
     let hd = out.len();
     let mut c = 0;
+    while c + 64 <= hd {
+        let mut acc = [0f32; 64];
+        for (t, &wt) in w.iter().enumerate() {
+            let row = &rows[t * stride + c..t * stride + c + 64];
+            for l in 0..64 {
+                acc[l] += wt * row[l];
+            }
+        }
+        for (o, a) in out[c..c + 64].iter_mut().zip(acc) {
+            *o += a;
+        }
+        c += 64;
+    }
     while c + 16 <= hd {
         let mut acc = [0f32; 16];
         for (t, &wt) in w.iter().enumerate() {

@@ -256,9 +256,9 @@ fn weighted_logprob_loss(logits: &Tensor, targets: &[u32]) -> Tensor {
 #[test]
 fn written_out_backward_equals_autograd() {
     let mut cfgs = configs();
-    // Heads of 24: one sixteen-lane block of the attention kernels and a tail.
+    // Heads of 88: a 64-wide block, a 16-wide block and a tail of the attention kernels.
     let mut wide = ModelConfig::tiny(Architecture::Qwen3, 50);
-    wide.head_dim = 24;
+    wide.head_dim = 88;
     cfgs.push(wide);
     cfgs.push(ModelConfig::tiny(Architecture::Qwen3Moe, 50));
     cfgs.push(ModelConfig::tiny(Architecture::Glm4Moe, 50));
@@ -275,7 +275,7 @@ fn written_out_backward_equals_autograd() {
             };
         }
         let model = Transformer::from_tensors(cfg, tensors, DType::F32, &Device::Cpu).unwrap();
-        for lens in [vec![13usize], vec![13, 6, 9, 2], vec![37, 20]] {
+        for lens in [vec![13usize], vec![13, 6, 9, 2], vec![70, 20]] {
             let seqs: Vec<Vec<u32>> =
                 lens.iter().enumerate().map(|(i, &n)| tokens(n + 1, i as u32 + 5, 50)).collect();
             let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..s.len() - 1]).collect();
