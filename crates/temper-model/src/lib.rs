@@ -8,9 +8,12 @@
 //! and chat templates ([`ChatTemplate`]); [`Pretrained::load`] opens a model as users name it. It knows nothing about sampling, HTTP, training
 //! loops, environments or rollouts, and depends on no other temper crate.
 //!
-//! One forward pass serves every caller: [`Transformer::step`] takes a ragged batch of token
-//! chunks, each continuing its own sequence (a whole prompt, or one new token of a decode), so a
-//! prefill, a decode step of many sequences and a training forward all run the same operations.
+//! One forward pass serves inference and autograd training: [`Transformer::step`] takes a ragged
+//! batch of token chunks, each continuing its own sequence (a whole prompt, or one new token of a
+//! decode), so a prefill, a decode step of many sequences and a training forward under autograd
+//! run the same operations. For f32 weights on the CPU, [`train`] is a second, faster training
+//! pass with its backward written out; its logits equal that forward's up to float rounding and
+//! its gradients autograd's (both tested), so the trainer's logprobs match the engine's.
 
 pub mod chat;
 pub mod config;

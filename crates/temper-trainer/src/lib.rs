@@ -4,7 +4,9 @@
 //!
 //! - [`loss`]: the policy-gradient losses of `algorithms.md` and the SFT loss.
 //! - [`optim`]: AdamW, gradient-norm clipping, learning-rate schedules.
-//! - [`grad`]: forward and backward over a packed micro-batch, optionally recomputing blocks.
+//! - [`grad`]: forward and backward over a packed micro-batch (the written-out backward pass of
+//!   `temper_model::train` on f32 CPU weights, else candle's autograd), optionally recomputing
+//!   blocks.
 //! - [`step`]: one optimizer step over micro-batches and ranks ([`Trainer`]).
 //! - [`sft`]: the `temper sft` loop; [`data`] and [`pack`] prepare its batches.
 //! - [`rl`]: the RL trainer role (`temper trainer`), fed batches through the run directory.
