@@ -199,15 +199,7 @@ impl TrainTape<'_> {
         rows: &RowLogprobs,
         dlogprobs: &[f32],
     ) -> Result<Vec<Tensor>, ModelError> {
-        let (n, _) = check_rows(&self.logits, targets, temperatures)?;
-        if dlogprobs.len() != n || rows.log_sum_exp.len() != n {
-            return Err(candle_core::Error::Msg(format!(
-                "{n} logit rows for {} gradients and {} saved rows",
-                dlogprobs.len(),
-                rows.log_sum_exp.len()
-            ))
-            .into());
-        }
+        check_grad_rows(&self.logits, targets, temperatures, rows, dlogprobs)?;
         let op = LogitGrads { targets, temperatures, lse: &rows.log_sum_exp, dlogprobs };
         self.logits.inplace_op1(&op)?;
         let dlogits =
@@ -705,28 +697,29 @@ pub fn logprob_rows_backward(
     rows: &RowLogprobs,
     dlogprobs: &[f32],
 ) -> Result<Tensor, ModelError> {
-    let (n, vocab) = check_rows(logits, targets, temperatures)?;
+    check_grad_rows(logits, targets, temperatures, rows, dlogprobs)?;
+    let out = logits.copy()?;
+    out.inplace_op1(&LogitGrads { targets, temperatures, lse: &rows.log_sum_exp, dlogprobs })?;
+    Ok(out)
+}
+
+/// [`check_rows`], and one gradient and one saved row per logit row.
+fn check_grad_rows(
+    logits: &Tensor,
+    targets: &[u32],
+    temperatures: &[f32],
+    rows: &RowLogprobs,
+    dlogprobs: &[f32],
+) -> candle_core::Result<()> {
+    let (n, _) = check_rows(logits, targets, temperatures)?;
     if dlogprobs.len() != n || rows.log_sum_exp.len() != n {
-        return Err(candle_core::Error::Msg(format!(
+        candle_core::bail!(
             "{n} logit rows for {} gradients and {} saved rows",
             dlogprobs.len(),
             rows.log_sum_exp.len()
-        ))
-        .into());
+        );
     }
-    let data = f32s(logits)?;
-    let data: &[f32] = &data;
-    let mut out = vec![0f32; n * vocab];
-    out.par_chunks_mut(vocab).enumerate().for_each(|(i, out)| {
-        let z = &data[i * vocab..(i + 1) * vocab];
-        let (g, inv_t, lse) = (dlogprobs[i], 1.0 / temperatures[i], rows.log_sum_exp[i]);
-        if g == 0.0 {
-            return;
-        }
-        scaled_probs(out, z, inv_t, lse, -g * inv_t);
-        out[targets[i] as usize] += g * inv_t;
-    });
-    Ok(Tensor::from_vec(out, (n, vocab), &Device::Cpu)?)
+    Ok(())
 }
 
 /// Rotates `x` (`[n, heads, head_dim]`, row `i` at the `i`-th position of `rope`) by the rotary
@@ -1059,35 +1052,38 @@ fn weighted_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: usize) {
     let hd = out.len();
     let mut c = 0;
     while c + 64 <= hd {
-        let mut acc = [0f32; 64];
-        for (t, &wt) in w.iter().enumerate() {
-            let row = &rows[t * stride + c..t * stride + c + 64];
-            for l in 0..64 {
-                acc[l] += wt * row[l];
-            }
-        }
-        for (o, a) in out[c..c + 64].iter_mut().zip(acc) {
-            *o += a;
-        }
+        weighted_block::<64>(out, w, rows, stride, c);
         c += 64;
     }
     while c + 16 <= hd {
-        let mut acc = [0f32; 16];
-        for (t, &wt) in w.iter().enumerate() {
-            let row = &rows[t * stride + c..t * stride + c + 16];
-            for l in 0..16 {
-                acc[l] += wt * row[l];
-            }
-        }
-        for (o, a) in out[c..c + 16].iter_mut().zip(acc) {
-            *o += a;
-        }
+        weighted_block::<16>(out, w, rows, stride, c);
         c += 16;
     }
     for (t, &wt) in w.iter().enumerate() {
         for d in c..hd {
             out[d] += wt * rows[t * stride + d];
         }
+    }
+}
+
+/// Columns `c..c + W` of [`weighted_rows`], accumulated in `W` registers' worth of lanes.
+#[inline(always)]
+fn weighted_block<const W: usize>(
+    out: &mut [f32],
+    w: &[f32],
+    rows: &[f32],
+    stride: usize,
+    c: usize,
+) {
+    let mut acc = [0f32; W];
+    for (t, &wt) in w.iter().enumerate() {
+        let row = &rows[t * stride + c..t * stride + c + W];
+        for l in 0..W {
+            acc[l] += wt * row[l];
+        }
+    }
+    for (o, a) in out[c..c + W].iter_mut().zip(acc) {
+        *o += a;
     }
 }
 
@@ -1131,14 +1127,6 @@ fn exp_sums(z: &[f32], inv_t: f32, max: f32) -> (f32, f32) {
         sz += e * d;
     }
     (s, sz)
-}
-
-/// `out[j] = scale · exp(z[j] / T − lse)`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn scaled_probs(out: &mut [f32], z: &[f32], inv_t: f32, lse: f32, scale: f32) {
-    for (o, &v) in out.iter_mut().zip(z) {
-        *o = scale * exp_approx(v * inv_t - lse);
-    }
 }
 
 /// `z[j] = scale · exp(z[j] / T − lse)`, in place.
