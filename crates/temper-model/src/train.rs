@@ -425,10 +425,12 @@ fn f32s(t: &Tensor) -> candle_core::Result<F32s<'_>> {
     Ok(F32s { start: layout.start_offset(), len: t.elem_count(), guard })
 }
 
-/// `e^x` in f32 from a degree-7 polynomial on `[-ln 2 / 2, ln 2 / 2]` and a power of two built
-/// from bits, relative error about 2e-7 (the test checks it against `f32::exp` over the range
-/// that matters); branch-free, so loops over it vectorise where `f32::exp` is a library call per
-/// element. Below −87.3 it gives about 1e-38 instead of a subnormal or zero; NaN stays NaN.
+/// `e^x` in f32 from a polynomial on `[-ln 2 / 2, ln 2 / 2]` and a power of two built from bits,
+/// within 5e-7 relative of f64's `exp` over `[-87, 88]` (tested); branch-free, so loops over it
+/// vectorise where `f32::exp` is a library call per element. Below −87.3 it gives about 1e-38
+/// instead of a subnormal or zero, above 88.3 (+∞ included) about 2.2e38 instead of +∞; NaN
+/// stays NaN. The kernels only take it of values shifted by a row maximum (≤ 0), or of `-x` in
+/// the SiLU, where both limits round away.
 #[inline(always)]
 pub fn exp_approx(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -575,12 +577,7 @@ fn silu_mul_backward(dm: &Tensor, a: &Tensor, b: &Tensor) -> candle_core::Result
         .enumerate()
         .for_each(|(task, (da, db))| {
             let start = task * ELEMENTS_PER_TASK;
-            let it = dms[start..].iter().zip(&a_s[start..]).zip(&b_s[start..]);
-            for ((da, db), ((dm, a), b)) in da.iter_mut().zip(db.iter_mut()).zip(it) {
-                let s = 1.0 / (1.0 + (-a).exp());
-                *da = dm * b * s * (1.0 + a * (1.0 - s));
-                *db = dm * a * s;
-            }
+            silu_mul_backward_slice(da, db, &dms[start..], &a_s[start..], &b_s[start..]);
         });
     Ok((
         Tensor::from_vec(da, a.shape(), &Device::Cpu)?,
@@ -652,9 +649,6 @@ pub fn logprob_rows(
     })
 }
 
-/// The gradient of a loss with respect to `logits` given its gradient `dlogprobs` with respect
-/// to the log-probabilities [`logprob_rows`] returned: `dlogits[i, j] = dlogprobs[i] ·
-/// (1[j = target] − p[i, j]) / temperature[i]`, written in one pass.
 /// Turns logits into their gradient in place (see [`TrainTape::backward_from_logprobs`]).
 struct LogitGrads<'a> {
     targets: &'a [u32],
@@ -680,7 +674,9 @@ impl candle_core::InplaceOp1 for LogitGrads<'_> {
         data.par_chunks_mut(vocab).enumerate().for_each(|(i, z)| {
             let (g, inv_t) = (self.dlogprobs[i], 1.0 / self.temperatures[i]);
             if g == 0.0 {
-                z.fill(0.0);
+                // A row the loss does not use has no gradient, unless its logits are not finite:
+                // then NaN, as autograd's `0 · NaN` gives, so that the step is skipped.
+                z.fill(if self.lse[i].is_finite() { 0.0 } else { f32::NAN });
                 return;
             }
             scaled_probs_in_place(z, inv_t, self.lse[i], -g * inv_t);
@@ -690,6 +686,10 @@ impl candle_core::InplaceOp1 for LogitGrads<'_> {
     }
 }
 
+/// The gradient of a loss with respect to `logits` given its gradient `dlogprobs` with respect
+/// to the log-probabilities [`logprob_rows`] returned: `dlogits[i, j] = dlogprobs[i] ·
+/// (1[j = target] − p[i, j]) / temperature[i]`, in a new matrix (the trainer writes it over the
+/// logits instead, [`TrainTape::backward_from_logprobs`]).
 pub fn logprob_rows_backward(
     logits: &Tensor,
     targets: &[u32],
@@ -810,8 +810,9 @@ fn attention_forward(
             v.dims()
         );
     }
-    if spans.iter().map(|s| s.1).sum::<usize>() != n {
-        candle_core::bail!("attention: spans cover {} of {n} rows", spans.len());
+    let covered: usize = spans.iter().map(|s| s.1).sum();
+    if covered != n {
+        candle_core::bail!("attention: spans cover {covered} of {n} rows");
     }
     let dims = Dims { heads, kv_heads, hd, scale: 1.0 / (hd as f32).sqrt() };
     let (out, lse) = attention_rows(&q, &k, &v, spans, dims, n)?;

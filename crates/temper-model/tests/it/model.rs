@@ -347,6 +347,21 @@ fn logprob_rows_equal_the_composed_log_softmax_and_its_gradient() {
         temper_model::train::logprob_rows_backward(&logits, &targets, &temps, &rows, &w).unwrap();
     let d = max_abs_diff(&got, want);
     assert!(d < 1e-5, "gradients differ by {d}");
+    // A row the loss does not use (zero gradient) has a zero gradient, unless its logits are not
+    // finite: then NaN, so that the trainer skips the step as it does under autograd.
+    let mut bad = logits.to_vec2::<f32>().unwrap();
+    bad[2][5] = f32::INFINITY;
+    let bad = Tensor::new(bad, &Device::Cpu).unwrap();
+    let rows = temper_model::train::logprob_rows(&bad, &targets, &temps).unwrap();
+    let mut w0 = w;
+    (w0[2], w0[3]) = (0.0, 0.0);
+    let g = temper_model::train::logprob_rows_backward(&bad, &targets, &temps, &rows, &w0)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    assert!(g[2].iter().all(|v| v.is_nan()), "a non-finite unused row must poison the gradient");
+    assert!(g[3].iter().all(|&v| v == 0.0), "an unused finite row has no gradient");
+    assert!(g[1].iter().all(|v| v.is_finite()));
     // Bad input is refused, naming what is wrong.
     let err = temper_model::train::logprob_rows(&logits, &targets, &[1.0; 6]).unwrap_err();
     assert!(err.to_string().contains("6 temperatures"), "{err}");
