@@ -433,12 +433,16 @@ pub fn validation_loss(
 
 /// Appends one JSON line to `metrics.jsonl`.
 pub(crate) fn append_metrics(path: &Path, v: &Value) -> Result<(), TrainError> {
-    let mut f = std::fs::OpenOptions::new()
+    // One write of the whole line: the orchestrator appends to the same file from another
+    // process, and `writeln!` on a file writes a formatted value in pieces, which lines written
+    // at the same moment could interleave (a line was lost that way in CI).
+    let line = format!("{v}\n");
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
-    writeln!(f, "{v}").map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
 }
 
 /// Drops the lines of `metrics.jsonl` after `step` (written after the checkpoint a run resumes
@@ -592,4 +596,34 @@ pub fn run(
         trainer.export(&export_dir)?;
     }
     Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Lines appended at the same moment by several writers (the trainer and the orchestrator
+    /// share `metrics.jsonl`) all arrive whole.
+    #[test]
+    fn concurrent_appends_keep_every_line_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        std::thread::scope(|s| {
+            for writer in 0..4 {
+                let path = &path;
+                s.spawn(move || {
+                    for step in 0..300 {
+                        let fields: serde_json::Map<String, serde_json::Value> = (0..40)
+                            .map(|k| (format!("metric/{k}"), serde_json::json!(k as f64 / 7.0)))
+                            .collect();
+                        let mut v = serde_json::Value::Object(fields);
+                        v["writer"] = serde_json::json!(writer);
+                        v["step"] = serde_json::json!(step);
+                        super::append_metrics(path, &v).unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let whole = text.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok());
+        assert_eq!(whole.count(), 1200);
+    }
 }
