@@ -183,8 +183,7 @@ impl TrainTape<'_> {
 
     /// The gradient of every weight ([`Transformer::params`] order) from `dlogits`, the gradient
     /// of the loss with respect to [`TrainTape::logits`].
-    pub fn backward(mut self, dlogits: &Tensor) -> Result<Vec<Tensor>, ModelError> {
-        drop(std::mem::replace(&mut self.logits, Tensor::zeros(0, DType::F32, &Device::Cpu)?));
+    pub fn backward(self, dlogits: &Tensor) -> Result<Vec<Tensor>, ModelError> {
         self.backward_from(dlogits.contiguous()?)
     }
 
@@ -193,7 +192,7 @@ impl TrainTape<'_> {
     /// with respect to them. The logits' gradient is written over the logits (no second matrix
     /// of `n · vocab`): [`TrainTape::logits`], and any clone of it, hold gradients afterwards.
     pub fn backward_from_logprobs(
-        mut self,
+        self,
         targets: &[u32],
         temperatures: &[f32],
         rows: &RowLogprobs,
@@ -202,12 +201,14 @@ impl TrainTape<'_> {
         check_grad_rows(&self.logits, targets, temperatures, rows, dlogprobs)?;
         let op = LogitGrads { targets, temperatures, lse: &rows.log_sum_exp, dlogprobs };
         self.logits.inplace_op1(&op)?;
-        let dlogits =
-            std::mem::replace(&mut self.logits, Tensor::zeros(0, DType::F32, &Device::Cpu)?);
+        let dlogits = self.logits.clone();
         self.backward_from(dlogits)
     }
 
+    /// The backward pass from the logits' gradient (which may share the logits' storage).
     fn backward_from(mut self, dlogits: Tensor) -> Result<Vec<Tensor>, ModelError> {
+        // The logits are done with: free them now unless `dlogits` was written over them.
+        drop(self.logits);
         let model = self.model;
         let cfg = &model.cfg;
         let mut grads = Grads::new(&model.params);

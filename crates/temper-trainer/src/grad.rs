@@ -33,7 +33,7 @@ pub fn loss_and_grads_for<T>(
     let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
     // The model's own weights, f32 on the CPU: the backward pass written out (same gradients,
     // a fraction of autograd's time and allocations).
-    if written_backward() && model.has_written_backward() && std::ptr::eq(params, model.params()) {
+    if uses_written_backward(model, params) {
         let tape = model.train_forward(inputs, checkpoint).map_err(to_candle)?;
         let logits = Var::from_tensor(tape.logits())?;
         let (loss, out) = loss_fn(logits.as_tensor())?;
@@ -120,7 +120,7 @@ pub fn logprob_loss_and_grads<T>(
         candle_core::bail!("{} targets and {} mask entries", ids.len(), mask.len());
     }
     let to_candle = |e: temper_model::ModelError| candle_core::Error::Msg(e.to_string());
-    if written_backward() && model.has_written_backward() && std::ptr::eq(params, model.params()) {
+    if uses_written_backward(model, params) {
         let tape = model.train_forward(inputs, checkpoint).map_err(to_candle)?;
         let rows = temper_model::train::logprob_rows(tape.logits(), ids, temperatures)
             .map_err(to_candle)?;
@@ -144,11 +144,14 @@ pub fn logprob_loss_and_grads<T>(
     Ok((grads, entropy, out))
 }
 
-/// Whether to use the written-out backward pass where it applies: yes, unless
+/// Whether gradients of `params` come from the written-out backward pass: when they are the
+/// model's own weights and it can run them ([`Transformer::has_written_backward`]), unless
 /// `TEMPER_AUTOGRAD=1` asks for candle's autograd everywhere (to compare the two).
-fn written_backward() -> bool {
+fn uses_written_backward(model: &Transformer, params: &[(String, Var)]) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("TEMPER_AUTOGRAD").map_or(true, |v| v != "1"))
+        && model.has_written_backward()
+        && std::ptr::eq(params, model.params())
 }
 
 fn grad_of(store: &candle_core::backprop::GradStore, t: &Tensor) -> candle_core::Result<Tensor> {
