@@ -12,7 +12,12 @@
 //! content hash leaves out such as `.git`), at most
 //! [`Limits::max_files`] entries, [`Limits::max_path_bytes`] per path and
 //! [`Limits::max_unpacked_bytes`] in all — counted from the bytes actually read, not from the
-//! headers. It writes into a fresh folder next to the destination and renames it into place only
+//! headers. Extension headers are not trusted either: tar readers load GNU long names and PAX
+//! records whole into memory before any check, so entries are read raw here, a GNU long name
+//! (what [`pack`] writes for a path past ustar's fields) may hold at most one path's bytes, and
+//! PAX records, GNU long link names and sparse files are refused. The decompressed stream as a
+//! whole, headers and padding included, has a byte budget ([`stream_budget`]), so no entry type
+//! can make a small archive expand without bound. It writes into a fresh folder next to the destination and renames it into place only
 //! when everything passed, so a refused archive leaves nothing behind.
 
 use std::collections::BTreeSet;
@@ -234,24 +239,80 @@ fn unpack_checked(
     Ok(Unpacked { content_hash, files, bytes })
 }
 
+/// The size of a tar block: headers, and the unit data is padded to.
+const BLOCK: u64 = 512;
+
+/// The most bytes the decompressed tar stream of an archive within `limits` can hold: the files'
+/// bytes, and for each entry its header, a GNU long-name entry for its path, and the padding of
+/// both, plus the end-of-archive blocks. Reading past it is refused whatever the headers say.
+pub fn stream_budget(limits: &Limits) -> u64 {
+    let long_name = (limits.max_path_bytes as u64 + 1).div_ceil(BLOCK) * BLOCK;
+    let per_entry = 2 * BLOCK + long_name + 2 * BLOCK;
+    let entries = limits.max_files as u64 + 1;
+    limits.max_unpacked_bytes.saturating_add(entries.saturating_mul(per_entry)) + 20 * BLOCK
+}
+
+/// A reader that fails once more than `left` bytes have been read through it.
+struct Budget<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Budget<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // Ask for one byte past the budget, so that reaching it exactly is not an error.
+        let want =
+            buf.len().min(usize::try_from(self.left.saturating_add(1)).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n as u64 > self.left {
+            return Err(std::io::Error::other(format!(
+                "it expands past {} bytes of tar stream",
+                self.limit
+            )));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 fn unpack_into(
     archive: &[u8],
     root: &Path,
     limits: &Limits,
 ) -> Result<(Vec<FileEntry>, u64), HubError> {
     let bad = |m: String| HubError::invalid(format!("refused archive: {m}"));
-    let mut tar = tar::Archive::new(GzDecoder::new(archive));
+    let limit = stream_budget(limits);
+    let mut tar = tar::Archive::new(Budget { inner: GzDecoder::new(archive), left: limit, limit });
     let mut seen = BTreeSet::new();
     let (mut entries, mut files, mut total) = (0usize, Vec::new(), 0u64);
-    for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
+    // A GNU long name read from the entry before, for the entry that follows it.
+    let mut long_name: Option<Vec<u8>> = None;
+    // Raw: the tar crate would read every extension entry whole into memory, unchecked.
+    for entry in tar.entries().map_err(|e| bad(e.to_string()))?.raw(true) {
         let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+        let kind = entry.header().entry_type();
+        if kind.is_gnu_longname() {
+            if long_name.is_some() {
+                return Err(bad("two long-name entries for one file".into()));
+            }
+            long_name = Some(read_long_name(&mut entry, limits).map_err(bad)?);
+            continue;
+        }
+        if let Some(what) = extension_kind(kind) {
+            return Err(bad(format!(
+                "it holds {what}, which packages never do (they are plain ustar entries)"
+            )));
+        }
         entries += 1;
         if entries > limits.max_files {
             return Err(bad(format!("more than {} entries", limits.max_files)));
         }
-        let raw = entry.path_bytes().into_owned();
+        let raw = match long_name.take() {
+            Some(name) => name,
+            None => entry.path_bytes().into_owned(),
+        };
         let rel = String::from_utf8(raw).map_err(|_| bad("a path that is not UTF-8".into()))?;
-        let kind = entry.header().entry_type();
         let is_dir = kind == tar::EntryType::Directory;
         let rel_trimmed = if is_dir { rel.trim_end_matches('/') } else { rel.as_str() };
         check_path(rel_trimmed, limits).map_err(bad)?;
@@ -317,8 +378,43 @@ fn unpack_into(
             }
         }
     }
+    if long_name.is_some() {
+        return Err(bad("a long-name entry that names no file".into()));
+    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, total))
+}
+
+/// The path a GNU long-name entry holds: at most one path's bytes and its NUL, read whole only
+/// once its declared size is known to be that small.
+fn read_long_name<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    limits: &Limits,
+) -> Result<Vec<u8>, String> {
+    let cap = limits.max_path_bytes as u64 + 1;
+    let size = entry.size();
+    if size > cap {
+        return Err(format!("a long-name header of {size} bytes (limit {cap})"));
+    }
+    let mut name = Vec::with_capacity(size as usize);
+    entry.take(cap).read_to_end(&mut name).map_err(|e| e.to_string())?;
+    while name.last() == Some(&0) {
+        name.pop();
+    }
+    Ok(name)
+}
+
+/// What an extension entry type is, for the ones refused outright.
+fn extension_kind(kind: tar::EntryType) -> Option<&'static str> {
+    if kind.is_pax_local_extensions() || kind.is_pax_global_extensions() {
+        Some("a PAX extension header")
+    } else if kind.is_gnu_longlink() {
+        Some("a GNU long link name")
+    } else if kind.is_gnu_sparse() {
+        Some("a sparse file")
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -494,6 +590,144 @@ mod tests {
         let few = Limits { max_files: 4, ..Limits::default() };
         let err = unpack(&hostile(&entries), &tmp.path().join("many"), &few).unwrap_err();
         assert!(err.to_string().contains("more than 4 entries"), "{err}");
+    }
+
+    /// A gzip'd tar whose first entry is an extension header of `kind` declaring `size` bytes of
+    /// zeros, then the manifest: streamed, so building it takes little memory.
+    fn extension_bomb(kind: tar::EntryType, size: u64) -> Vec<u8> {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_cksum();
+        gz.write_all(h.as_bytes()).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        let mut left = size.next_multiple_of(512);
+        while left > 0 {
+            let n = left.min(chunk.len() as u64);
+            gz.write_all(&chunk[..n as usize]).unwrap();
+            left -= n;
+        }
+        let mut m = tar::Header::new_gnu();
+        m.set_path(MANIFEST.0).unwrap();
+        m.set_size(MANIFEST.2.len() as u64);
+        m.set_cksum();
+        gz.write_all(m.as_bytes()).unwrap();
+        gz.write_all(
+            &MANIFEST.2.iter().copied().chain(std::iter::repeat(0)).take(512).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        gz.write_all(&[0u8; 1024]).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn long_paths_round_trip_and_extension_headers_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let limits = Limits::default();
+        // A 150-byte file name does not fit ustar's fields: the packer writes a GNU long name.
+        let dir = tmp.path().join("pkg");
+        package(&dir);
+        let long = format!("data/{}.txt", "n".repeat(150));
+        fs::write(dir.join(&long), "x").unwrap();
+        let packed = pack(&dir, &limits).unwrap();
+        let mut raw = Vec::new();
+        GzDecoder::new(packed.bytes.as_slice()).read_to_end(&mut raw).unwrap();
+        assert!(raw.windows(13).any(|w| w == b"././@LongLink"), "the packer wrote a long name");
+        let u = unpack(&packed.bytes, &tmp.path().join("out"), &limits).unwrap();
+        assert_eq!(u.content_hash, packed.content_hash);
+        assert!(u.files.iter().any(|f| f.path == long));
+
+        let cases = [
+            (extension_bomb(tar::EntryType::GNULongName, 4096), "long-name header of 4096 bytes"),
+            (extension_bomb(tar::EntryType::XHeader, 64), "PAX extension header"),
+            (extension_bomb(tar::EntryType::XGlobalHeader, 64), "PAX extension header"),
+            (extension_bomb(tar::EntryType::GNULongLink, 64), "GNU long link"),
+            (extension_bomb(tar::EntryType::GNUSparse, 64), "sparse file"),
+        ];
+        for (i, (bytes, expect)) in cases.iter().enumerate() {
+            let err = unpack(bytes, &tmp.path().join(format!("x{i}")), &limits).unwrap_err();
+            assert!(err.to_string().contains(expect), "{expect}: {err}");
+        }
+        // A long name must name something.
+        let mut dangling = tar::Header::new_gnu();
+        dangling.set_entry_type(tar::EntryType::GNULongName);
+        dangling.set_size(4);
+        dangling.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        dangling.set_cksum();
+        let mut t = dangling.as_bytes().to_vec();
+        t.extend_from_slice(&[b'a', b'b', b'c', 0]);
+        t.resize(512 * 2 + 1024, 0);
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(&t).unwrap();
+        let err = unpack(&gz.finish().unwrap(), &tmp.path().join("d"), &limits).unwrap_err();
+        assert!(err.to_string().contains("names no file"), "{err}");
+    }
+
+    #[test]
+    fn the_decompressed_stream_has_a_budget_whatever_the_entry_type() {
+        // A folder entry's data is never written anywhere, yet it is decompressed and skipped:
+        // 8 MiB of it must not get past a 1 MiB package limit.
+        let zeros = vec![0u8; 8 << 20];
+        let bomb = hostile(&[MANIFEST, ("data/", tar::EntryType::Directory, &zeros, None)]);
+        let limits = Limits { max_unpacked_bytes: 1 << 20, max_files: 10, ..Limits::default() };
+        assert!(stream_budget(&limits) < 2 << 20, "{}", stream_budget(&limits));
+        let tmp = tempfile::tempdir().unwrap();
+        let err = unpack(&bomb, &tmp.path().join("out"), &limits).unwrap_err().to_string();
+        assert!(err.contains("bytes of tar stream"), "{err}");
+        // The budget leaves room for what the limits allow: a package at every limit unpacks.
+        let names: Vec<String> = (0..9).map(|i| format!("{}{i}", "p".repeat(254))).collect();
+        let data = vec![7u8; (1 << 20) / 10];
+        let dir = tmp.path().join("full");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("environment.toml"), MANIFEST.2).unwrap();
+        for n in &names {
+            fs::write(dir.join(n), &data).unwrap();
+        }
+        let packed = pack(&dir, &limits).unwrap();
+        unpack(&packed.bytes, &tmp.path().join("full-out"), &limits).unwrap();
+    }
+
+    /// Run by [`extension_headers_cost_no_memory`] in a child process, so that the peak resident
+    /// memory it reports is this unpacking's alone.
+    #[test]
+    #[ignore = "a child of extension_headers_cost_no_memory"]
+    fn extension_header_memory_child() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (i, kind) in
+            [tar::EntryType::GNULongName, tar::EntryType::XHeader].into_iter().enumerate()
+        {
+            let bomb = extension_bomb(kind, 256 << 20);
+            let err = unpack(&bomb, &tmp.path().join(format!("out{i}")), &Limits::default());
+            let err = err.expect_err("refused").to_string();
+            assert!(err.contains("refused archive"), "{err}");
+        }
+        let status = fs::read_to_string("/proc/self/status").unwrap();
+        let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        // The parent reads this line.
+        #[allow(clippy::print_stdout)]
+        {
+            println!("child {hwm}");
+        }
+    }
+
+    #[test]
+    fn extension_headers_cost_no_memory() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "archive::tests::extension_header_memory_child"])
+            .args(["--ignored", "--nocapture", "--test-threads=1"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let kb: u64 = stdout
+            .lines()
+            .find_map(|l| l.split_once("child VmHWM:").map(|(_, v)| v))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmHWM line in {stdout}"));
+        // Two 256 MiB extension headers: a reader that loads them would peak past 256 MiB.
+        assert!(kb < 64 << 10, "peak resident memory {kb} kB");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::HubError;
-use crate::db::{EnvRow, VersionRow};
+use crate::db::{EnvRow, VersionRow, VersionSummary};
 use crate::reference::{EnvRef, Wanted};
 
 /// The hub a client talks to by default: where `temper hub serve` listens by default.
@@ -54,8 +54,10 @@ pub struct Listing {
     pub env: EnvRow,
     /// The newest non-yanked version.
     pub latest: Option<String>,
-    /// Every version, oldest first.
-    pub versions: Vec<VersionRow>,
+    /// How many versions there are in all.
+    pub total: usize,
+    /// The page asked for, newest first.
+    pub versions: Vec<VersionSummary>,
 }
 
 /// What a publish did.
@@ -108,6 +110,12 @@ impl HubClient {
     /// The hub's base URL.
     pub fn base_url(&self) -> &str {
         &self.base
+    }
+
+    /// Whether `url` is under this hub's base URL (the only place the token is sent, and the
+    /// only place archives are downloaded from by an install).
+    pub fn is_own_url(&self, url: &str) -> bool {
+        url.strip_prefix(&self.base).is_some_and(|rest| rest.starts_with('/'))
     }
 
     /// Whether a token is set.
@@ -182,9 +190,29 @@ impl HubClient {
         Ok(self.json::<Hits>(req).await?.envs)
     }
 
-    /// An environment and its versions.
-    pub async fn show(&self, owner: &str, name: &str) -> Result<Listing, HubError> {
-        self.json(self.get(&format!("/api/v1/envs/{owner}/{name}"))).await
+    /// An environment and a page of its versions, newest first: `limit` from `offset` (the hub
+    /// caps `limit` at `server::MAX_PAGE`).
+    pub async fn show(
+        &self,
+        owner: &str,
+        name: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Listing, HubError> {
+        let req = self
+            .get(&format!("/api/v1/envs/{owner}/{name}"))
+            .query(&[("limit", limit), ("offset", offset)]);
+        self.json(req).await
+    }
+
+    /// One version with its file list and README.
+    pub async fn version(
+        &self,
+        owner: &str,
+        name: &str,
+        version: &semver::Version,
+    ) -> Result<VersionRow, HubError> {
+        self.json(self.get(&format!("/api/v1/envs/{owner}/{name}/versions/{version}"))).await
     }
 
     /// The version `reference` picks.
@@ -218,8 +246,8 @@ impl HubClient {
     /// Downloads an archive of at most `max_bytes`. The token goes only to this client's hub:
     /// a lockfile naming another host gets no credentials.
     pub async fn download(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, HubError> {
-        let ours = url.strip_prefix(&self.base).is_some_and(|rest| rest.starts_with('/'));
-        let req = if ours { self.authed(self.http.get(url)) } else { self.http.get(url) };
+        let req =
+            if self.is_own_url(url) { self.authed(self.http.get(url)) } else { self.http.get(url) };
         let mut resp = self.send(req).await?;
         if resp.content_length().is_some_and(|n| n > max_bytes) {
             return Err(HubError::invalid(format!(

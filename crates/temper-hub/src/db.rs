@@ -26,6 +26,9 @@ pub enum Scope {
     Read,
     /// Publish and yank under the owner's namespace (implies read).
     Publish,
+    /// List, mint and revoke the owner's tokens. A minted token holds at most the scopes of the
+    /// token that minted it, and is revoked with it.
+    Tokens,
 }
 
 impl Scope {
@@ -34,9 +37,10 @@ impl Scope {
         match s.trim() {
             "read" => Ok(Self::Read),
             "publish" => Ok(Self::Publish),
-            other => {
-                Err(HubError::invalid(format!("unknown scope `{other}`; expected read or publish")))
-            }
+            "tokens" => Ok(Self::Tokens),
+            other => Err(HubError::invalid(format!(
+                "unknown scope `{other}`; expected read, publish or tokens"
+            ))),
         }
     }
 
@@ -44,6 +48,7 @@ impl Scope {
         match self {
             Self::Read => "read",
             Self::Publish => "publish",
+            Self::Tokens => "tokens",
         }
     }
 }
@@ -60,7 +65,7 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Whether the token carries `scope` (publish implies read).
+    /// Whether the token carries `scope` (publish implies read; tokens implies nothing else).
     pub fn can(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope)
             || (scope == Scope::Read && self.scopes.contains(&Scope::Publish))
@@ -80,6 +85,8 @@ pub struct TokenInfo {
     pub created_at: i64,
     /// Unix seconds, when revoked.
     pub revoked_at: Option<i64>,
+    /// The token that minted it (none for a user's first tokens).
+    pub parent_id: Option<String>,
 }
 
 /// An environment.
@@ -120,6 +127,22 @@ pub struct VersionRow {
     /// From environment.toml.
     pub description: String,
     /// Hidden from resolution (an exact pin still installs it).
+    pub yanked: bool,
+    /// Unix seconds.
+    pub published_at: i64,
+}
+
+/// A version as listed: what a listing shows of it, without its file list and README (those
+/// are [`VersionRow`]'s, one version at a time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionSummary {
+    /// Semver.
+    pub version: Version,
+    /// SHA-256 hex over the package's files.
+    pub content_hash: String,
+    /// Archive size.
+    pub archive_bytes: u64,
+    /// Hidden from resolution.
     pub yanked: bool,
     /// Unix seconds.
     pub published_at: i64,
@@ -248,12 +271,43 @@ impl Db {
         Ok(row.is_some())
     }
 
-    /// Creates a token for `user`; returns (id, secret). The secret is not stored.
+    /// Creates a token for `user` with no parent (what `temper hub user add` does); returns
+    /// (id, secret). The secret is not stored.
     pub async fn create_token(
         &self,
         user: &str,
         scopes: &[Scope],
         label: &str,
+    ) -> Result<(String, String), HubError> {
+        self.insert_token(user, scopes, label, None).await
+    }
+
+    /// Mints a token for `parent`'s user, holding `scopes`, which must be among `parent`'s
+    /// (publish counts as read); revoking `parent` revokes it. `parent` needs the `tokens` scope.
+    pub async fn mint_token(
+        &self,
+        parent: &Principal,
+        scopes: &[Scope],
+        label: &str,
+    ) -> Result<(String, String), HubError> {
+        if !parent.can(Scope::Tokens) {
+            return Err(HubError::Forbidden("minting a token needs the tokens scope".into()));
+        }
+        if let Some(extra) = scopes.iter().find(|s| !parent.can(**s)) {
+            return Err(HubError::Forbidden(format!(
+                "a token cannot mint one with a scope it lacks ({})",
+                extra.name()
+            )));
+        }
+        self.insert_token(&parent.user, scopes, label, Some(&parent.token_id)).await
+    }
+
+    async fn insert_token(
+        &self,
+        user: &str,
+        scopes: &[Scope],
+        label: &str,
+        parent: Option<&str>,
     ) -> Result<(String, String), HubError> {
         if scopes.is_empty() {
             return Err(HubError::invalid("a token needs at least one scope"));
@@ -273,7 +327,7 @@ impl Db {
         let scopes_text: Vec<&str> = scopes.iter().map(|s| s.name()).collect();
         let _w = self.write_guard().await;
         sqlx::query(
-            "INSERT INTO tokens (id, user_name, hash, scopes, label, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, NULL)",
+            "INSERT INTO tokens (id, user_name, hash, scopes, label, created_at, revoked_at, parent_id) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7)",
         )
         .bind(&id)
         .bind(user)
@@ -281,6 +335,7 @@ impl Db {
         .bind(scopes_text.join(","))
         .bind(label)
         .bind(now())
+        .bind(parent)
         .execute(&self.pool)
         .await
         .map_err(db_err)?;
@@ -311,7 +366,7 @@ impl Db {
     /// `user`'s tokens.
     pub async fn list_tokens(&self, user: &str) -> Result<Vec<TokenInfo>, HubError> {
         let rows = sqlx::query(
-            "SELECT id, scopes, label, created_at, revoked_at FROM tokens WHERE user_name = $1 ORDER BY created_at, id",
+            "SELECT id, scopes, label, created_at, revoked_at, parent_id FROM tokens WHERE user_name = $1 ORDER BY created_at, id",
         )
         .bind(user)
         .fetch_all(&self.pool)
@@ -326,25 +381,54 @@ impl Db {
                     label: r.try_get("label")?,
                     created_at: r.try_get("created_at")?,
                     revoked_at: r.try_get("revoked_at")?,
+                    parent_id: r.try_get("parent_id")?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(db_err)
     }
 
-    /// Revokes `user`'s token `id`; false when there is no such live token.
+    /// Revokes `user`'s token `id` and every live token minted from it, at any depth, in one
+    /// transaction; false when there is no such live token.
     pub async fn revoke_token(&self, user: &str, id: &str) -> Result<bool, HubError> {
         let _w = self.write_guard().await;
+        let at = now();
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
         let done = sqlx::query(
             "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND user_name = $3 AND revoked_at IS NULL",
         )
-        .bind(now())
+        .bind(at)
         .bind(id)
         .bind(user)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let mut frontier = vec![id.to_owned()];
+        while let Some(parent) = frontier.pop() {
+            let children = sqlx::query(
+                "SELECT id FROM tokens WHERE parent_id = $1 AND user_name = $2 AND revoked_at IS NULL",
+            )
+            .bind(&parent)
+            .bind(user)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            for child in children {
+                let child: String = child.try_get("id").map_err(db_err)?;
+                sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2")
+                    .bind(at)
+                    .bind(&child)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+                frontier.push(child);
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(true)
     }
 
     /// Publishes `row` (a new version of `owner/name`, creating the environment on its first
@@ -501,6 +585,38 @@ impl Db {
         .map_err(db_err)?;
         let mut out: Vec<VersionRow> = rows.iter().map(version_row).collect::<Result<_, _>>()?;
         out.sort_by(|a, b| a.version.cmp(&b.version));
+        Ok(out)
+    }
+
+    /// Every version of `owner/name` as listed, newest first by semver.
+    pub async fn version_summaries(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<Vec<VersionSummary>, HubError> {
+        let rows = sqlx::query(
+            "SELECT version, content_hash, archive_bytes, yanked, published_at FROM versions WHERE owner = $1 AND name = $2",
+        )
+        .bind(owner)
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let mut out = rows
+            .iter()
+            .map(|r| {
+                let text: String = r.try_get("version").map_err(db_err)?;
+                Ok(VersionSummary {
+                    version: Version::parse(&text)
+                        .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?,
+                    content_hash: r.try_get("content_hash").map_err(db_err)?,
+                    archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,
+                    yanked: r.try_get::<i64, _>("yanked").map_err(db_err)? != 0,
+                    published_at: r.try_get("published_at").map_err(db_err)?,
+                })
+            })
+            .collect::<Result<Vec<_>, HubError>>()?;
+        out.sort_by(|a, b| b.version.cmp(&a.version));
         Ok(out)
     }
 

@@ -9,7 +9,10 @@
 //! 2. uses the installed folder when present, after checking its content still hashes to the
 //!    pinned value (no network needed);
 //! 3. otherwise downloads the archive and unpacks it only if its content hashes to the pinned
-//!    value: a lockfile's hash, or the hub's record for a fresh resolution;
+//!    value: a lockfile's hash, or the hub's record for a fresh resolution. A lockfile entry is
+//!    cross-checked first: the hub must record the same hash for that exact version, and the
+//!    download comes from where the hub says, never from the URL the lockfile holds; archives are
+//!    fetched only from under the hub's own URL;
 //! 4. records the result in the lockfile (the caller writes it).
 
 use std::path::{Path, PathBuf};
@@ -140,8 +143,10 @@ pub async fn install(
     limits: &Limits,
 ) -> Result<Installed, HubError> {
     let name = reference.full_name();
-    let target = match lock.get(&name).filter(|l| satisfies(l, &reference.wanted)) {
-        Some(locked) => locked.clone(),
+    let locked = lock.get(&name).filter(|l| satisfies(l, &reference.wanted)).cloned();
+    let from_lock = locked.is_some();
+    let mut target = match locked {
+        Some(locked) => locked,
         None => {
             // resolve() checks the answer names this environment and holds a digest.
             let r = client.resolve(reference).await?;
@@ -161,6 +166,12 @@ pub async fn install(
         check_installed(&dir, &target.content_hash)?;
         false
     } else {
+        if from_lock {
+            // The lockfile is the user's file, not the hub's word: its URL is never fetched,
+            // and its hash must be what the hub records for that exact version.
+            target.url = cross_check(client, &target).await?;
+        }
+        check_own(client, &target.url, &format!("{name}@{}", target.version))?;
         let bytes = client.download(&target.url, limits.max_archive_bytes).await?;
         let (dest, expected, limits) = (dir.clone(), target.content_hash.clone(), *limits);
         let unpacked = tokio::task::spawn_blocking(move || {
@@ -188,6 +199,41 @@ pub async fn install(
     })
 }
 
+/// The hub's record of the locked version must carry the locked hash; returns where the hub
+/// says its archive is.
+async fn cross_check(client: &HubClient, locked: &Locked) -> Result<String, HubError> {
+    let exact = EnvRef { wanted: Wanted::Exact(locked.version.clone()), ..locked.name.parse()? };
+    let r = client.resolve(&exact).await?;
+    if r.version != locked.version || r.content_hash != locked.content_hash {
+        return Err(HubError::invalid(format!(
+            "{}: {} pins {}@{} with content hash {}, but {} records {}@{} with {}; refusing \
+             it (an edited lockfile, or a lockfile from another hub)",
+            crate::lock::LOCKFILE,
+            crate::lock::LOCKFILE,
+            locked.name,
+            locked.version,
+            locked.content_hash,
+            client.base_url(),
+            r.name,
+            r.version,
+            r.content_hash
+        )));
+    }
+    Ok(r.url)
+}
+
+/// Archives come only from under the hub's own URL.
+fn check_own(client: &HubClient, url: &str, what: &str) -> Result<(), HubError> {
+    if client.is_own_url(url) {
+        return Ok(());
+    }
+    Err(HubError::Http(format!(
+        "{} gave {url} as the archive of {what}, which is not under it; refusing to download \
+         from another host",
+        client.base_url()
+    )))
+}
+
 /// An installed folder must still hold what was pinned.
 fn check_installed(dir: &Path, expected: &str) -> Result<(), HubError> {
     let actual = temper_envs::package::content_hash(dir)?;
@@ -210,6 +256,7 @@ pub async fn pull(
     limits: &Limits,
 ) -> Result<crate::client::Resolved, HubError> {
     let r = client.resolve(reference).await?;
+    check_own(client, &r.url, &reference.to_string())?;
     let bytes = client.download(&r.url, limits.max_archive_bytes).await?;
     let (to, expected, limits) = (dest.to_owned(), r.content_hash.clone(), *limits);
     tokio::task::spawn_blocking(move || {

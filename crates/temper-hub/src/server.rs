@@ -4,20 +4,22 @@
 //! | method | path | what |
 //! |---|---|---|
 //! | GET | `/api/v1/envs?q=&limit=&offset=` | search visible environments |
-//! | GET | `/api/v1/envs/{owner}/{name}` | an environment and its versions |
+//! | GET | `/api/v1/envs/{owner}/{name}?limit=&offset=` | an environment and a page of its versions, newest first (no file lists or READMEs; at most [`MAX_PAGE`]) |
+//! | GET | `/api/v1/envs/{owner}/{name}/versions/{version}` | one version with its files and README |
 //! | GET | `/api/v1/envs/{owner}/{name}/resolve?req=^1.2` | the version a requirement picks |
 //! | POST | `/api/v1/envs/{owner}/{name}/versions[?private=true]` | publish (body: the `.tar.gz`; the first version sets the visibility) |
 //! | GET | `/api/v1/envs/{owner}/{name}/versions/{version}/archive` | download |
 //! | POST | `/api/v1/envs/{owner}/{name}/versions/{version}/yank` | `{"yanked": bool}` |
-//! | GET, POST | `/api/v1/tokens` | list, create (`{"scopes": [...], "label": ""}`) |
-//! | DELETE | `/api/v1/tokens/{id}` | revoke |
+//! | GET, POST | `/api/v1/tokens` | list, mint (`{"scopes": [...], "label": ""}`); needs `tokens` |
+//! | DELETE | `/api/v1/tokens/{id}` | revoke it and every token minted from it; needs `tokens`, except a token revoking itself |
 //! | GET | `/api/v1/whoami` | the token's user and scopes |
 //!
 //! Web pages for people are at `/` and `/envs/{owner}/{name}` ([`crate::web`]).
 //!
 //! Tokens come as `Authorization: Bearer thub_…`. Reading public environments needs none;
 //! private ones are visible only to their owner (a token with `read` or `publish`); publishing and
-//! yanking need `publish` and happen only under the token's own namespace. Errors are JSON
+//! yanking need `publish` and happen only under the token's own namespace; managing tokens needs
+//! `tokens`, and a minted token never holds a scope its minter lacks. Errors are JSON
 //! `{"error": "…"}` with 400, 401, 403, 404, 409, 413, 422 or 429. Bodies are capped at the archive
 //! limit; each client address gets a token bucket of requests.
 
@@ -84,6 +86,20 @@ impl HubConfig {
 
 type Limiter = governor::DefaultKeyedRateLimiter<IpAddr>;
 
+/// Requests between two prunings of the rate limiter's table.
+pub const PRUNE_EVERY: u64 = 1024;
+
+/// The rate limiter's key for an address: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by /64.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
+        },
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     requests: AtomicU64,
@@ -135,6 +151,25 @@ impl Hub {
             counters: Arc::default(),
             limiter: Arc::new(limiter),
         })
+    }
+
+    /// Counts a request from `ip` against its client's bucket; false when over the rate. A client
+    /// is an IPv4 address or an IPv6 /64 (one host's whole prefix, which it can rotate through).
+    /// Every [`PRUNE_EVERY`] requests, buckets that have filled up again are forgotten, so the
+    /// table holds only clients seen within about `burst / rate` seconds.
+    pub fn admit(&self, ip: IpAddr) -> bool {
+        let n = self.counters.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(PRUNE_EVERY) {
+            self.prune_rate_limits();
+        }
+        self.limiter.check_key(&client_key(ip)).is_ok()
+    }
+
+    /// Forgets clients whose bucket is full again; returns how many are still tracked.
+    pub fn prune_rate_limits(&self) -> usize {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+        self.limiter.len()
     }
 
     /// The token's holder, if any; an invalid token is an error (not anonymous).
@@ -234,6 +269,7 @@ pub fn router(hub: Hub) -> Router {
         .route("/api/v1/envs/{owner}/{name}", get(show))
         .route("/api/v1/envs/{owner}/{name}/resolve", get(resolve_route))
         .route("/api/v1/envs/{owner}/{name}/versions", post(publish))
+        .route("/api/v1/envs/{owner}/{name}/versions/{version}", get(show_version))
         .route("/api/v1/envs/{owner}/{name}/versions/{version}/archive", get(download))
         .route("/api/v1/envs/{owner}/{name}/versions/{version}/yank", post(yank))
         .route("/api/v1/tokens", get(list_tokens).post(create_token))
@@ -255,12 +291,11 @@ pub async fn serve(
 }
 
 async fn limit_rate(State(hub): State<Hub>, req: Request, next: Next) -> Response {
-    hub.counters.requests.fetch_add(1, Ordering::Relaxed);
     let ip = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
-    if hub.limiter.check_key(&ip).is_err() {
+    if !hub.admit(ip) {
         hub.counters.limited.fetch_add(1, Ordering::Relaxed);
         let mut resp = (
             StatusCode::TOO_MANY_REQUESTS,
@@ -300,7 +335,11 @@ async fn metrics(State(hub): State<Hub>) -> ApiResult<Response> {
 }
 
 async fn whoami(State(hub): State<Hub>, headers: HeaderMap) -> ApiResult<axum::Json<Value>> {
-    let who = hub.require(&headers, Scope::Read).await?;
+    // Any valid token may ask who it is.
+    let who = hub
+        .principal(&headers)
+        .await?
+        .ok_or_else(|| HubError::Unauthorized("this needs a token (TEMPER_HUB_TOKEN)".into()))?;
     Ok(axum::Json(json!({"user": who.user, "token_id": who.token_id, "scopes": who.scopes})))
 }
 
@@ -334,18 +373,39 @@ async fn search(
     Ok(axum::Json(json!({"envs": out})))
 }
 
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// The most versions one listing page holds.
+pub const MAX_PAGE: usize = 200;
+
 async fn show(
     State(hub): State<Hub>,
     headers: HeaderMap,
     Path((owner, name)): Path<(String, String)>,
+    Query(page): Query<PageQuery>,
 ) -> ApiResult<axum::Json<Value>> {
     let who = hub.principal(&headers).await?;
     let env = hub.visible(&owner, &name, hub.viewer(&who)).await?;
-    let versions = hub.db.versions(&owner, &name).await?;
+    let versions = hub.db.version_summaries(&owner, &name).await?;
     let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
-    Ok(axum::Json(
-        json!({"env": env, "latest": latest.map(|v| v.to_string()), "versions": versions}),
-    ))
+    let (limit, offset) = (page.limit.unwrap_or(50).clamp(1, MAX_PAGE), page.offset.unwrap_or(0));
+    let shown: Vec<_> = versions.iter().skip(offset).take(limit).collect();
+    Ok(axum::Json(json!({
+        "env": env, "latest": latest.map(|v| v.to_string()), "total": versions.len(),
+        "offset": offset, "versions": shown,
+    })))
+}
+
+async fn show_version(
+    State(hub): State<Hub>,
+    headers: HeaderMap,
+    Path((owner, name, version)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<VersionRow>> {
+    Ok(axum::Json(version_row(&hub, &headers, &owner, &name, &version).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -570,7 +630,7 @@ async fn yank(
 }
 
 async fn list_tokens(State(hub): State<Hub>, headers: HeaderMap) -> ApiResult<axum::Json<Value>> {
-    let who = hub.require(&headers, Scope::Read).await?;
+    let who = hub.require(&headers, Scope::Tokens).await?;
     Ok(axum::Json(json!({"tokens": hub.db.list_tokens(&who.user).await?})))
 }
 
@@ -586,14 +646,11 @@ async fn create_token(
     headers: HeaderMap,
     axum::Json(body): axum::Json<NewToken>,
 ) -> ApiResult<Response> {
-    let who = hub.require(&headers, Scope::Read).await?;
+    let who = hub.require(&headers, Scope::Tokens).await?;
     let scopes: Vec<Scope> =
         body.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?;
-    // A token never mints one with more rights than itself.
-    if scopes.contains(&Scope::Publish) && !who.can(Scope::Publish) {
-        return Err(HubError::Forbidden("a read token cannot create a publish token".into()).into());
-    }
-    let (id, secret) = hub.db.create_token(&who.user, &scopes, &body.label).await?;
+    // Never more rights than the minting token; revoked with it.
+    let (id, secret) = hub.db.mint_token(&who, &scopes, &body.label).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({"id": id, "token": secret, "scopes": scopes})))
         .into_response())
 }
@@ -603,7 +660,16 @@ async fn revoke_token(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let who = hub.require(&headers, Scope::Read).await?;
+    // A token may always revoke itself; any other token of its user needs the tokens scope.
+    let who = hub
+        .principal(&headers)
+        .await?
+        .ok_or_else(|| HubError::Unauthorized("this needs a token (TEMPER_HUB_TOKEN)".into()))?;
+    if who.token_id != id && !who.can(Scope::Tokens) {
+        return Err(
+            HubError::Forbidden("revoking another token needs the tokens scope".into()).into()
+        );
+    }
     if !hub.db.revoke_token(&who.user, &id).await? {
         return Err(HubError::NotFound(format!("token {id}")).into());
     }

@@ -9,7 +9,7 @@
 //! and a Content-Security-Policy that allows no script at all backs that up. Pages show only
 //! public environments: the web has no login.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -18,7 +18,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::HubError;
-use crate::db::VersionRow;
+use crate::db::{VersionRow, VersionSummary};
+
+/// The most versions an environment's page lists (newest first).
+const MAX_VERSION_ROWS: usize = 200;
 use crate::reference::{Wanted, resolve};
 use crate::server::Hub;
 
@@ -161,29 +164,23 @@ async fn env_inner(
 ) -> Result<Response, HubError> {
     let not_found = || HubError::NotFound(format!("{owner}/{name}"));
     let env = hub.db.env(owner, name).await?.filter(|e| !e.private).ok_or_else(not_found)?;
-    let versions: Vec<VersionRow> = hub.db.versions(owner, name).await?;
-    let shown: Arc<VersionRow> = Arc::new(match version {
-        Some(v) => {
-            let v = semver::Version::parse(v)
-                .map_err(|e| HubError::invalid(format!("version `{v}`: {e}")))?;
-            versions
-                .iter()
-                .find(|r| r.version == v)
-                .cloned()
-                .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{v}")))?
-        }
-        None => {
-            let latest = resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest);
-            let pick = latest.as_ref().map_or_else(
-                || versions.iter().max_by(|a, b| a.version.cmp(&b.version)),
-                |l| versions.iter().find(|v| &v.version == l),
-            );
-            pick.cloned().ok_or_else(not_found)?
-        }
-    });
+    // Summaries of every version (no file lists or READMEs), and one version whole.
+    let versions: Vec<VersionSummary> = hub.db.version_summaries(owner, name).await?;
+    let picked = match version {
+        Some(v) => semver::Version::parse(v)
+            .map_err(|e| HubError::invalid(format!("version `{v}`: {e}")))?,
+        None => resolve(versions.iter().map(|v| (&v.version, v.yanked)), &Wanted::Latest)
+            .or_else(|| versions.first().map(|v| v.version.clone()))
+            .ok_or_else(not_found)?,
+    };
+    let shown: VersionRow = hub
+        .db
+        .version(owner, name, &picked)
+        .await?
+        .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{picked}")))?;
     let rows: Vec<_> = versions
         .iter()
-        .rev()
+        .take(MAX_VERSION_ROWS)
         .map(|v| {
             json!({
                 "version": v.version.to_string(), "content_hash": v.content_hash,

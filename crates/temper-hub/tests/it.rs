@@ -231,27 +231,99 @@ async fn suite(cfg: HubConfig, work: &Path) {
         assert!(s.hub.archives.exists(&v.archive_key).await.unwrap(), "{}", v.version);
     }
 
-    // Token management over HTTP: a read token cannot mint a publish token.
-    let resp = s
-        .http
-        .post(format!("{}/api/v1/tokens", s.url))
-        .bearer_auth(&alice_read)
-        .json(&json!({"scopes": ["publish"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
-    let (status, who) = s.get(Some(&alice_read), "/api/v1/whoami").await;
-    assert_eq!((status, who["user"].clone()), (StatusCode::OK, json!("alice")));
-    let tokens = s.get(Some(&alice), "/api/v1/tokens").await.1;
-    assert_eq!(tokens["tokens"].as_array().unwrap().len(), 2, "{tokens}");
-    assert!(!tokens.to_string().contains("thub_"), "secrets are never listed");
+    token_management(&s, &alice, &alice_read).await;
+
+    // A listing is a page of summaries (no README, no file list); one version has them whole.
+    let (status, listing) = s.get(None, "/api/v1/envs/alice/hello?limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{listing}");
+    assert_eq!((listing["total"].clone(), listing["latest"].clone()), (json!(4), json!("1.2.0")));
+    let shown: Vec<&str> = listing["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["2.0.0", "1.2.0"], "newest first: {listing}");
+    assert!(!listing.to_string().contains("Hello 2.0.0") && !listing.to_string().contains("files"));
+    let older = s.get(None, "/api/v1/envs/alice/hello?limit=2&offset=2").await.1;
+    assert_eq!(older["versions"][1]["version"], "1.0.0", "{older}");
+    let (status, one) = s.get(None, "/api/v1/envs/alice/hello/versions/1.2.0").await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(one["readme"], "# Hello 1.2.0\n");
+    assert!(one["files"].as_array().unwrap().iter().any(|f| f["path"] == "environment.toml"));
+    let page = s.get(None, "/api/v1/envs/alice/hello?limit=100000").await.1;
+    assert_eq!(page["versions"].as_array().unwrap().len(), 4);
 
     let metrics =
         s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("temper_hub_publishes_total 5\n"), "{metrics}");
     assert!(metrics.contains("temper_hub_publish_conflicts_total 1\n"), "{metrics}");
     assert!(metrics.contains("temper_hub_versions 5\n"), "{metrics}");
+}
+
+/// Token scopes: only a `tokens` token lists, mints and revokes (a token may revoke itself); a
+/// minted token holds at most its minter's scopes and dies with it, at any depth.
+async fn token_management(s: &Server, alice: &str, alice_read: &str) {
+    let tokens_req = |method: reqwest::Method, path: &str, token: &str| {
+        s.http.request(method, format!("{}{path}", s.url)).bearer_auth(token.to_owned())
+    };
+    let mint = |token: &str, scopes: &[&str]| {
+        tokens_req(reqwest::Method::POST, "/api/v1/tokens", token)
+            .json(&json!({"scopes": scopes}))
+            .send()
+    };
+    // Neither a read nor a publish token manages tokens: not list, mint, nor revoke another.
+    for t in [alice_read, alice] {
+        assert_eq!(mint(t, &["read"]).await.unwrap().status(), StatusCode::FORBIDDEN);
+        assert_eq!(s.get(Some(t), "/api/v1/tokens").await.0, StatusCode::FORBIDDEN);
+    }
+    let alice_id = s.get(Some(alice), "/api/v1/whoami").await.1["token_id"].clone();
+    let read_id = s.get(Some(alice_read), "/api/v1/whoami").await.1["token_id"].clone();
+    let revoke = |token: &str, id: &Value| {
+        tokens_req(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/tokens/{}", id.as_str().unwrap()),
+            token,
+        )
+        .send()
+    };
+    // The reported case: a read token revoking its owner's publish token.
+    assert_eq!(revoke(alice_read, &alice_id).await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(s.get(Some(alice), "/api/v1/whoami").await.0, StatusCode::OK, "still alive");
+
+    // A tokens token mints within its own scopes only.
+    let (_, admin) =
+        s.hub.db.create_token("alice", &[Scope::Read, Scope::Tokens], "admin").await.unwrap();
+    let resp = mint(&admin, &["publish"]).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    let child: Value = mint(&admin, &["read", "tokens"]).await.unwrap().json().await.unwrap();
+    let child_secret = child["token"].as_str().unwrap().to_owned();
+    let grandchild: Value = mint(&child_secret, &["read"]).await.unwrap().json().await.unwrap();
+    let grandchild_secret = grandchild["token"].as_str().unwrap().to_owned();
+    let listed = s.get(Some(&admin), "/api/v1/tokens").await.1;
+    assert_eq!(listed["tokens"].as_array().unwrap().len(), 5, "{listed}");
+    assert!(!listed.to_string().contains("thub_"), "secrets are never listed");
+    assert_eq!(
+        listed["tokens"].as_array().unwrap().iter().find(|t| t["id"] == grandchild["id"]).unwrap()
+            ["parent_id"],
+        child["id"]
+    );
+    // Revoking the child revokes the grandchild it minted; the admin token lives on.
+    assert_eq!(revoke(&admin, &child["id"]).await.unwrap().status(), StatusCode::OK);
+    for t in [&child_secret, &grandchild_secret] {
+        assert_eq!(s.get(Some(t), "/api/v1/whoami").await.0, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(s.get(Some(&admin), "/api/v1/whoami").await.0, StatusCode::OK);
+    // Any token may revoke itself.
+    let (_, own) = s.hub.db.create_token("alice", &[Scope::Read], "short-lived").await.unwrap();
+    let own_id = s.get(Some(&own), "/api/v1/whoami").await.1["token_id"].clone();
+    assert_eq!(revoke(&own, &own_id).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(s.get(Some(&own), "/api/v1/whoami").await.0, StatusCode::UNAUTHORIZED);
+    let (status, who) = s.get(Some(alice_read), "/api/v1/whoami").await;
+    assert_eq!(
+        (status, who["user"].clone(), read_id.is_string()),
+        (StatusCode::OK, json!("alice"), true)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,6 +351,25 @@ async fn body_and_rate_limits() {
     }
     assert_eq!(statuses[..2], [StatusCode::OK, StatusCode::OK]);
     assert_eq!(statuses.last(), Some(&StatusCode::TOO_MANY_REQUESTS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limiter_forgets_idle_clients_and_groups_ipv6_prefixes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = HubConfig::new(tmp.path().join("data"));
+    (cfg.rate_per_s, cfg.burst) = (100, 1);
+    let hub = Hub::open(cfg).await.unwrap();
+    for i in 0..2000u32 {
+        assert!(hub.admit(std::net::Ipv4Addr::from(0x0a00_0000 + i).into()));
+    }
+    // One host rotating through its IPv6 /64 is one client, and is limited as one.
+    let prefix: u128 = 0x2001_0db8_0000_0001 << 64;
+    let admitted =
+        (0..2000u128).filter(|i| hub.admit(std::net::Ipv6Addr::from(prefix | i).into())).count();
+    assert!(admitted < 100, "{admitted} of 2000 requests from one /64 admitted");
+    // A pruning came with the 1024th request; tables shrink once the buckets fill again.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(hub.prune_rate_limits(), 0);
 }
 
 /// Headless Chromium (Debian's `chromium`), if installed. CI sets TEMPER_TEST_REQUIRE_CHROMIUM
@@ -450,6 +541,8 @@ async fn a_hostile_resolve_answer_is_refused() {
             |axum::extract::Path((owner, name)): axum::extract::Path<(String, String)>| async move {
                 let (answer_name, hash) = match name.as_str() {
                     "climb" => (format!("{owner}/{name}"), "../../../../tmp/evil".to_owned()),
+                    // Well-formed, but the archive is said to be on another host.
+                    "foreign" => (format!("{owner}/{name}"), "b".repeat(64)),
                     _ => ("someone/else".to_owned(), "a".repeat(64)),
                 };
                 axum::Json(json!({"name": answer_name, "version": "1.0.0", "content_hash": hash,
@@ -463,9 +556,11 @@ async fn a_hostile_resolve_answer_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let client = temper_hub::HubClient::new(&url, None).unwrap();
     let store = temper_hub::Store::new(tmp.path().join("store"));
-    for (spec, needle) in
-        [("al/climb", "not a SHA-256"), ("al/other", "answered for `someone/else`")]
-    {
+    for (spec, needle) in [
+        ("al/climb", "not a SHA-256"),
+        ("al/other", "answered for `someone/else`"),
+        ("al/foreign", "refusing to download from another host"),
+    ] {
         let reference: temper_hub::EnvRef = spec.parse().unwrap();
         let mut lock = temper_hub::Lockfile::default();
         let err = temper_hub::install(&client, &store, &reference, &mut lock, &Limits::default())
@@ -476,4 +571,238 @@ async fn a_hostile_resolve_answer_is_refused() {
         assert!(lock.env.is_empty());
     }
     assert!(!tmp.path().join("store").exists(), "nothing was created");
+}
+
+/// `temper.lock` is the user's file: an entry whose hash or URL was edited cannot substitute
+/// content under a trusted name. Its URL is never fetched; its hash must be the hub's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_lockfile_cannot_substitute_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(HubConfig::new(tmp.path().join("data"))).await;
+    for user in ["alice", "mallory"] {
+        s.hub.db.add_user(user).await.unwrap();
+    }
+    let (_, alice) = s.hub.db.create_token("alice", &[Scope::Publish], "").await.unwrap();
+    let (_, mallory) = s.hub.db.create_token("mallory", &[Scope::Publish], "").await.unwrap();
+    let good = package(&tmp.path().join("good"), "hello", "1.0.0", "# Hello\n");
+    let evil = package(&tmp.path().join("evil"), "evil", "1.0.0", "# Evil\n");
+    let good_hash = s.publish(Some(&alice), "alice/hello", good, false).await.1["content_hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let evil_hash = s.publish(Some(&mallory), "mallory/evil", evil, false).await.1["content_hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = temper_hub::HubClient::new(&s.url, None).unwrap();
+    let store = temper_hub::Store::new(tmp.path().join("store"));
+    let reference: temper_hub::EnvRef = "alice/hello".parse().unwrap();
+    let locked = |hash: &str, url: String| temper_hub::Lockfile {
+        version: 1,
+        env: vec![temper_hub::Locked {
+            name: "alice/hello".into(),
+            version: semver::Version::new(1, 0, 0),
+            content_hash: hash.to_owned(),
+            url,
+        }],
+    };
+    // Mallory's archive and hash under Alice's name, the URL on the same hub or another host.
+    let evil_url = format!("{}/api/v1/envs/mallory/evil/versions/1.0.0/archive", s.url);
+    for url in [evil_url, "http://127.0.0.1:1/evil.tar.gz".to_owned()] {
+        let mut lock = locked(&evil_hash, url);
+        let err = temper_hub::install(&client, &store, &reference, &mut lock, &Limits::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("records alice/hello@1.0.0 with {good_hash}")), "{err}");
+        assert!(store.list().unwrap().is_empty(), "nothing installed");
+    }
+    // The right hash with a URL on another host: the hub's archive is what is fetched.
+    let mut lock = locked(&good_hash, "http://127.0.0.1:1/evil.tar.gz".to_owned());
+    let installed = temper_hub::install(&client, &store, &reference, &mut lock, &Limits::default())
+        .await
+        .unwrap();
+    assert_eq!(installed.content_hash, good_hash);
+    assert!(lock.env[0].url.starts_with(&s.url), "{}", lock.env[0].url);
+}
+
+/// Fuzz cases per property: bounded so CI's run stays short; `TEMPER_FUZZ_CASES` runs more.
+fn fuzz_cases(default: u32) -> u32 {
+    std::env::var("TEMPER_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A raw tar header with every field chosen by the fuzzer except a valid checksum, so the reader
+/// gets past it and acts on the fields.
+fn fuzzed_header(kind: u8, name: &[u8], size_field: &[u8; 12], prefix: &[u8]) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    let n = name.len().min(100);
+    h[..n].copy_from_slice(&name[..n]);
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[124..136].copy_from_slice(size_field);
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    let p = prefix.len().min(155);
+    h[345..345 + p].copy_from_slice(&prefix[..p]);
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    h
+}
+
+fn gzip(raw: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, raw).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Nothing may appear next to the destination but the destination itself.
+fn assert_contained(root: &Path, dest: &Path) {
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(path, dest, "unpacking left {} behind", path.display());
+    }
+}
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Entry types a tar may name, the ones the reader treats specially among them.
+    const KINDS: &[u8] = b"0\x007123456LKxgSDMNV";
+
+    fn entry() -> impl Strategy<Value = (u8, Vec<u8>, [u8; 12], Vec<u8>, Vec<u8>)> {
+        let size = prop_oneof![
+            (0u64..4096).prop_map(|n| format!("{n:011o}\0")),
+            // Huge, malformed or base-256 sizes.
+            Just("77777777777\0".to_owned()),
+            "[0-7 x\0]{12}".prop_map(|s| s.chars().take(12).collect()),
+        ]
+        .prop_map(|s| {
+            let mut field = [0u8; 12];
+            let b = s.as_bytes();
+            field[..b.len().min(12)].copy_from_slice(&b[..b.len().min(12)]);
+            field
+        });
+        let name = prop_oneof![
+            Just(b"environment.toml".to_vec()),
+            Just(b"././@LongLink".to_vec()),
+            "[a-z./\\\\]{0,40}".prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 0..120),
+        ];
+        (
+            proptest::sample::select(KINDS),
+            name,
+            size,
+            proptest::collection::vec(any::<u8>(), 0..32),
+            proptest::collection::vec(any::<u8>(), 0..2048),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(256), ..ProptestConfig::default() })]
+
+        /// Random entries: unpacking never panics, and whatever it does stays in its folder.
+        #[test]
+        fn unpacking_random_entries_stays_contained(
+            entries in proptest::collection::vec(entry(), 1..8),
+            trailer in any::<bool>(),
+        ) {
+            let mut raw = Vec::new();
+            for (kind, name, size, prefix, data) in &entries {
+                raw.extend_from_slice(&fuzzed_header(*kind, name, size, prefix));
+                raw.extend_from_slice(data);
+                raw.resize(raw.len().next_multiple_of(512), 0);
+            }
+            if trailer {
+                raw.extend_from_slice(&[0u8; 1024]);
+            }
+            let tmp = tempfile::tempdir().unwrap();
+            let dest = tmp.path().join("out");
+            let limits = Limits { max_unpacked_bytes: 1 << 20, max_files: 16, ..Limits::default() };
+            if unpack(&gzip(&raw), &dest, &limits).is_ok() {
+                prop_assert!(dest.join("environment.toml").is_file());
+            }
+            assert_contained(tmp.path(), &dest);
+        }
+
+        /// A valid package with bytes of its tar stream changed: refused or unpacked, never a
+        /// panic, never outside its folder, and an unpacked one hashes as it says.
+        #[test]
+        fn unpacking_a_mutated_package_stays_contained(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..12),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let packed = package(&tmp.path().join("src"), "fuzzed", "1.0.0", "# Fuzzed\n");
+            let mut raw = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(packed.as_slice()), &mut raw).unwrap();
+            for (at, byte) in flips {
+                let i = at.index(raw.len());
+                raw[i] = byte;
+            }
+            if let Some(at) = cut {
+                raw.truncate(at.index(raw.len()));
+            }
+            let out = tmp.path().join("work");
+            std::fs::create_dir(&out).unwrap();
+            let dest = out.join("out");
+            if let Ok(u) = unpack(&gzip(&raw), &dest, &Limits::default()) {
+                prop_assert_eq!(u.content_hash, temper_envs::package::content_hash(&dest).unwrap());
+            }
+            assert_contained(&out, &dest);
+        }
+    }
+
+    /// Mutated and random publish bodies over HTTP: every one is answered with a client error or
+    /// accepted, never a server error, and the hub keeps serving.
+    #[test]
+    fn publish_bodies_never_break_the_hub() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let s = rt.block_on(async {
+            let mut cfg = HubConfig::new(tmp.path().join("data"));
+            cfg.rate_per_s = 100_000;
+            cfg.burst = 100_000;
+            let s = start(cfg).await;
+            s.hub.db.add_user("fuzz").await.unwrap();
+            s
+        });
+        let (_, token) = rt.block_on(s.hub.db.create_token("fuzz", &[Scope::Publish], "")).unwrap();
+        let packed = package(&tmp.path().join("src"), "target", "1.0.0", "# Target\n");
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(packed.as_slice()), &mut raw)
+            .unwrap();
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: fuzz_cases(48),
+            ..ProptestConfig::default()
+        });
+        let bodies = prop_oneof![
+            proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16).prop_map(
+                move |flips| {
+                    let mut r = raw.clone();
+                    for (at, b) in flips {
+                        let i = at.index(r.len());
+                        r[i] = b;
+                    }
+                    gzip(&r)
+                }
+            ),
+            proptest::collection::vec(any::<u8>(), 0..4096),
+        ];
+        runner
+            .run(&bodies, |body| {
+                let (status, answer) =
+                    rt.block_on(s.publish(Some(&token), "fuzz/target", body, false));
+                prop_assert!(!status.is_server_error(), "{status}: {answer}");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(rt.block_on(s.get(None, "/health")).0, StatusCode::OK);
+    }
 }

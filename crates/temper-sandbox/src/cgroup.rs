@@ -81,6 +81,48 @@ fn sweep(parent: &str, unified: Option<&str>) {
     }
 }
 
+/// The reaper's work (`isolation::REAPER_ARG`): blocks until standard input, a pipe whose
+/// write end only `supervisor` holds, reads end-of-file, then removes `supervisor`'s slot groups,
+/// killing what is left in them, for up to ten seconds.
+pub fn reap_after(supervisor: u32) {
+    let mut sink = [0u8; 64];
+    loop {
+        match rustix::io::read(rustix::stdio::stdin(), &mut sink) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+    }
+    let prefix = format!("slot-{supervisor}-");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let parents = [
+            format!("{ROOT}/{GROUP}"),
+            format!("{ROOT}/memory/{GROUP}"),
+            format!("{ROOT}/pids/{GROUP}"),
+            format!("{ROOT}/cpu/{GROUP}"),
+            format!("{ROOT}/unified/{GROUP}"),
+        ];
+        let unified = Path::new(&parents[4]).is_dir().then(|| parents[4].clone());
+        let mut left = 0;
+        for parent in &parents {
+            sweep(parent, unified.as_deref());
+            left += fs::read_dir(parent)
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                        .count()
+                })
+                .unwrap_or(0);
+        }
+        if left == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn mkdir(path: &str) -> io::Result<()> {
     match fs::create_dir(path) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),

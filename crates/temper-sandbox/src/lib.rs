@@ -13,12 +13,18 @@
 //! - a seccomp filter refusing mount, namespace, tracing, keyring, io_uring, BPF, perf,
 //!   userfaultfd, module, time and host-changing syscalls, `clone` with namespace flags and the
 //!   x32 ABI (all `EPERM`), 32-bit calls (the process is killed), and `clone3` (`ENOSYS`, so
-//!   `clone`'s flags can be checked);
+//!   `clone`'s flags can be checked); sockets of any family but `AF_UNIX`, `AF_INET` and
+//!   `AF_INET6` (`EAFNOSUPPORT`: a network namespace does not cover vsock), and raw or packet
+//!   sockets (`EPERM`);
 //! - limits: wall-clock (the supervisor kills), CPU time and open files and file size (rlimits),
-//!   memory (no swap), processes and CPU share (cgroups), bytes of each output stream;
+//!   memory (no swap), processes and CPU share (cgroups), bytes of each output stream; what a
+//!   request or an environment package asks for is clamped to the configuration's ceilings
+//!   ([`SandboxConfig::max_time_limit_ms`], `max_memory_mb`, `max_output_bytes`), and no core
+//!   dump is written (`RLIMIT_CORE` of 1 stops pipe handlers too);
 //! - when a run ends every process it started is killed, double-forked daemons and `setsid`
 //!   children included (its PID namespace's init kills them all, and the cgroup is killed when a
-//!   slot is destroyed); a slot whose supervisor dies dies with it (parent-death signals);
+//!   slot is destroyed); a slot whose supervisor dies dies with it (parent-death signals), and a
+//!   small reaper process removes the dead supervisor's slot cgroups, even after `SIGKILL`;
 //! - the supervisor never follows a path the program could have changed: file transfers are
 //!   resolved beneath `/work` with symbolic links refused (`openat2`).
 //!

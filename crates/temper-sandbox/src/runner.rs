@@ -10,7 +10,7 @@ use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCa
 use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
 
 use crate::cgroup::{self, GroupLimits, Layout};
-use crate::config::SandboxConfig;
+use crate::config::{Effective, SandboxConfig};
 use crate::slot::{ExecOutcome, Slot, SlotError};
 use crate::wire::Exec;
 
@@ -23,6 +23,9 @@ pub enum SandboxError {
     /// Building a slot failed.
     #[error(transparent)]
     Slot(#[from] SlotError),
+    /// The configuration sets a value past its ceiling.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// Limits of a compile step.
@@ -136,31 +139,39 @@ async fn prepare_zygote(cfg: &SandboxConfig, slot: &Slot) {
     }
 }
 
+/// Starts, once per process, the reaper that removes this process's slot cgroups when it ends
+/// in a way that runs no code of ours (`SIGKILL`, a crash); the write end of its pipe lives as
+/// long as the process.
+fn start_reaper(cfg: &SandboxConfig) {
+    static REAPER: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> = std::sync::OnceLock::new();
+    REAPER.get_or_init(|| {
+        let (program, args) = &cfg.helper;
+        crate::isolation::spawn_reaper(program, args)
+            .inspect_err(|e| {
+                tracing::warn!("no reaper for slot cgroups (a killed process leaves them): {e}")
+            })
+            .ok()
+    });
+}
+
 /// Slot ids are unique in the process (they name cgroups), across every sandbox in it.
 fn next_slot_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The limits a run gets: the request's, else the configuration's.
-fn effective(cfg: &SandboxConfig, limits: Limits) -> (u64, u64, u64) {
-    (
-        limits.time_limit_ms.unwrap_or(cfg.time_limit_ms).max(1),
-        limits.memory_mb.unwrap_or(cfg.memory_mb).max(1),
-        limits.output_bytes.unwrap_or(cfg.output_bytes),
-    )
-}
-
 impl Sandbox {
     /// Checks that isolation works on this host by building one slot, then starts the warm
     /// pool. Fails (closed) with the reason when isolation is not available.
     pub async fn new(cfg: SandboxConfig) -> Result<Self, SandboxError> {
+        cfg.validate()?;
         if !rustix::process::geteuid().is_root() {
             return Err(SandboxError::Unavailable(
                 "it must run as root (to map user namespaces and manage cgroups)".into(),
             ));
         }
         let layout = cgroup::detect().map_err(SandboxError::Unavailable)?;
+        start_reaper(&cfg);
         // Each slot holds descriptors in this process; allow as many as the hard limit permits.
         if let Ok(limit) =
             rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.ok_or(())
@@ -372,9 +383,9 @@ impl Sandbox {
         while retiring.join_next().await.is_some() {}
     }
 
-    fn group_limits(&self, memory_mb: u64) -> GroupLimits {
+    fn group_limits(&self, limits: Effective) -> GroupLimits {
         GroupLimits {
-            memory_bytes: memory_mb << 20,
+            memory_bytes: limits.memory_bytes(),
             pids: self.inner.cfg.pids,
             cpu_percent: self.inner.cfg.cpu_percent,
         }
@@ -414,8 +425,9 @@ impl Sandbox {
         let recipe = recipe(&self.inner.cfg, language);
         slot.write_file(recipe.file, code.as_bytes().to_vec(), 0o644).await?;
         let Some(compile) = recipe.compile else { return Ok(None) };
-        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, COMPILE);
-        slot.set_limits(self.group_limits(memory_mb))?;
+        let e = self.inner.cfg.effective(COMPILE);
+        let (time_ms, output) = (e.time_ms, e.output_bytes);
+        slot.set_limits(self.group_limits(e))?;
         // The run follows the compile in the same slot.
         let exec = Exec { warm_next: true, ..self.exec(compile, time_ms) };
         let out = slot.exec(exec, Vec::new(), Duration::from_millis(time_ms), output).await?;
@@ -442,8 +454,9 @@ impl Sandbox {
         limits: Limits,
         more: bool,
     ) -> Result<RunResult, SlotError> {
-        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
-        slot.set_limits(self.group_limits(memory_mb))?;
+        let e = self.inner.cfg.effective(limits);
+        let (time_ms, output) = (e.time_ms, e.output_bytes);
+        slot.set_limits(self.group_limits(e))?;
         slot.reset_peak();
         let wall = Duration::from_millis(time_ms);
         let out = if language == Language::Python && slot.has_zygote() {
@@ -511,9 +524,10 @@ impl Sandbox {
         stdin: &str,
         limits: Limits,
     ) -> RunResult {
-        let (time_ms, memory_mb, output) = effective(&self.inner.cfg, limits);
+        let e = self.inner.cfg.effective(limits);
+        let (time_ms, output) = (e.time_ms, e.output_bytes);
         let run = async {
-            slot.set_limits(self.group_limits(memory_mb))?;
+            slot.set_limits(self.group_limits(e))?;
             slot.reset_peak();
             let argv = vec![self.inner.cfg.bash.clone(), "-c".into(), command.to_owned()];
             // A session's next command comes in the same slot.
@@ -548,10 +562,16 @@ impl Sandbox {
                     .collect());
             }
             let mut outcomes = Vec::with_capacity(tests.len());
+            // Each run keeps up to max_output_bytes a stream; what the results hold together is
+            // bounded by the same two streams' worth, whatever the number of tests.
+            let mut budget = self.inner.cfg.max_output_bytes.saturating_mul(2);
             for (i, test) in tests.iter().enumerate() {
                 let more = i + 1 < tests.len();
                 let result = self.run_in(&slot, language, &test.stdin, limits, more).await?;
-                let outcome = TestOutcome::judge(test, result);
+                let mut outcome = TestOutcome::judge(test, result);
+                // Judged on the whole output; only what is returned is cut.
+                budget = cut_to_budget(&mut outcome.result.stdout, budget);
+                budget = cut_to_budget(&mut outcome.result.stderr, budget);
                 let failed = !outcome.passed;
                 outcomes.push(outcome);
                 if failed && stop_on_failure {
@@ -566,11 +586,31 @@ impl Sandbox {
     }
 }
 
+/// Cuts `text` to at most `budget` bytes (at a character boundary) and returns what is left of
+/// the budget.
+fn cut_to_budget(text: &mut String, budget: u64) -> u64 {
+    let len = text.len() as u64;
+    if len <= budget {
+        return budget - len;
+    }
+    let mut at = usize::try_from(budget).unwrap_or(usize::MAX).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
+    0
+}
+
+/// Output bytes as text: moved when they are UTF-8 (no copy), else made valid.
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// Maps what happened to a status.
 fn to_result(out: ExecOutcome, time_ms: u64, peak_kb: u64) -> RunResult {
     let mut result = RunResult::internal_error("");
-    result.stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    result.stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    result.stdout = text(out.stdout);
+    result.stderr = text(out.stderr);
     result.exit_code = out.code;
     result.signal = out.signal;
     result.wall_ms = out.wall.as_secs_f64() * 1e3;

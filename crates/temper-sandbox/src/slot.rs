@@ -125,7 +125,7 @@ impl Slot {
         let groups = SlotGroups::create(layout, instance, id)
             .map_err(|e| setup(e, "create the slot's cgroups"))?;
         let limits = GroupLimits {
-            memory_bytes: cfg.memory_mb << 20,
+            memory_bytes: cfg.effective(temper_protocol::Limits::default()).memory_bytes(),
             pids: cfg.pids,
             cpu_percent: cfg.cpu_percent,
         };

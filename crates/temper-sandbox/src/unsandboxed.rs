@@ -10,6 +10,8 @@ use temper_verify::code::{CodeRunner, RunnerError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+use crate::config::{DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_TIME_LIMIT_MS};
+
 /// Defaults of `temper sandbox run`: 5 s wall, 256 MiB, 1 MiB per output stream.
 const DEFAULT_TIME_MS: u64 = 5_000;
 const DEFAULT_MEMORY_MB: u64 = 256;
@@ -53,9 +55,11 @@ async fn execute(
     stdin: &[u8],
     limits: Limits,
 ) -> std::io::Result<Outcome> {
-    let time_ms = limits.time_limit_ms.unwrap_or(DEFAULT_TIME_MS);
-    let memory_kb = limits.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).saturating_mul(1024);
-    let output_cap = limits.output_bytes.unwrap_or(DEFAULT_OUTPUT_BYTES);
+    // The sandbox's default ceilings apply here too: a request or package cannot lift them.
+    let time_ms = limits.time_limit_ms.unwrap_or(DEFAULT_TIME_MS).min(DEFAULT_MAX_TIME_LIMIT_MS);
+    let memory_kb = limits.memory_mb.unwrap_or(DEFAULT_MEMORY_MB).min(DEFAULT_MAX_MEMORY_MB) * 1024;
+    let output_cap =
+        limits.output_bytes.unwrap_or(DEFAULT_OUTPUT_BYTES).min(DEFAULT_MAX_OUTPUT_BYTES);
     let cpu_s = time_ms.div_ceil(1000).max(1);
     // The shell applies the limits to itself, one per call (as POSIX sh requires), then becomes
     // the program; if any limit cannot be set, nothing runs.

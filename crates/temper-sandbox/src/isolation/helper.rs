@@ -62,6 +62,13 @@ pub fn helper_main(args: &[String]) -> ! {
 }
 
 fn helper(args: &[String]) -> Result<i32> {
+    if let [flag, supervisor] = args
+        && flag == super::REAPER_ARG
+    {
+        let pid = supervisor.parse().map_err(|_| format!("bad supervisor pid `{supervisor}`"))?;
+        crate::cgroup::reap_after(pid);
+        return Ok(0);
+    }
     let [fd, spec] = args else { return Err("usage: __sandbox-slot FD SPEC".into()) };
     let fd: i32 = fd.parse().map_err(|_| format!("bad descriptor `{fd}`"))?;
     // SAFETY: the supervisor passed this descriptor, open and owned by nobody else here.
@@ -813,7 +820,9 @@ fn exec_child(
         )
         .map_err(rx("setrlimit"))
     };
-    limit(rustix::process::Resource::Core, 0, 0)?;
+    // 1, not 0: the kernel ignores a limit of 0 for a `|program` core_pattern (the core is
+    // piped to the handler anyway) but treats 1 as "no core dump" for pipes and files alike.
+    limit(rustix::process::Resource::Core, 1, 1)?;
     limit(rustix::process::Resource::Cpu, exec.cpu_s, exec.cpu_s + 1)?;
     limit(rustix::process::Resource::Nofile, exec.nofile, exec.nofile)?;
     limit(rustix::process::Resource::Fsize, exec.fsize, exec.fsize)?;

@@ -10,8 +10,38 @@ mod seccomp;
 
 pub use helper::helper_main;
 
+use std::os::unix::process::CommandExt;
+
 /// The first argument that turns a binary into the slot helper.
 pub const HELPER_ARG: &str = "__sandbox-slot";
+
+/// The argument after [`HELPER_ARG`] that makes the helper the supervisor's reaper instead: it
+/// waits until the supervisor is gone, however it ended (`SIGKILL` included), and removes the
+/// slot cgroups it left.
+pub const REAPER_ARG: &str = "reap";
+
+/// Starts the reaper of this process's slot cgroups (see [`REAPER_ARG`]): `program args... reap
+/// <pid>`, with the write end of a pipe kept open here, so that the reaper reads end-of-file
+/// when this process ends. It runs in a process group of its own, so a terminal's Ctrl-C that
+/// stops the supervisor does not stop it too.
+pub fn spawn_reaper(
+    program: &std::path::Path,
+    args: &[String],
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .arg(REAPER_ARG)
+        .arg(std::process::id().to_string())
+        .stdin(std::process::Stdio::from(read))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    // Reaped by a thread, so that it never lingers as a zombie of this process.
+    std::thread::spawn(move || child.wait());
+    Ok(write)
+}
 
 /// Starts the helper `program args... 0 <spec>` with `socket` as its standard input (descriptor
 /// 0). Handing the socket over as stdin needs no code between fork and exec, so the standard

@@ -8,7 +8,11 @@
 //!    namespace flag is refused;
 //! 3. a deny list is answered with `EPERM`: mounting, namespaces, tracing other processes, kernel
 //!    keyrings, io_uring, BPF, perf events, userfaultfd, module loading, time and host changes,
-//!    and (for programs that share an IPC namespace across runs) System V IPC.
+//!    and (for programs that share an IPC namespace across runs) System V IPC;
+//! 4. `socket` and `socketpair` are allowed only for the families programs need, `AF_UNIX`,
+//!    `AF_INET` and `AF_INET6` (anything else, such as `AF_VSOCK`, which a network namespace
+//!    does not cover, netlink or `AF_PACKET`, is `EAFNOSUPPORT`), and never for raw or packet
+//!    sockets (`SOCK_RAW`, `SOCK_PACKET`: `EPERM`).
 //!
 //! The syscall number is found by a binary search rather than `seccompiler`'s linear chain of
 //! comparisons. The cost matters because a filter is attached before every exec, and attaching
@@ -123,6 +127,20 @@ const NAMESPACE_FLAGS: &[u64] = &[
     // that bit belongs to the exit signal.
 ];
 
+/// Socket families a program may open.
+const FAMILIES: &[u32] = &[libc::AF_UNIX as u32, libc::AF_INET as u32, libc::AF_INET6 as u32];
+
+/// The obsolete `SOCK_PACKET` type (10), a packet socket by another name; libc deprecates the
+/// constant, the kernel still accepts it.
+const SOCK_PACKET: u32 = 10;
+
+/// Socket types refused in every family.
+const RAW_TYPES: &[u32] = &[libc::SOCK_RAW as u32, SOCK_PACKET];
+
+/// The bits of `socket`'s type argument that name the type (the rest are `SOCK_NONBLOCK` and
+/// `SOCK_CLOEXEC`): the kernel's `SOCK_TYPE_MASK`.
+const SOCK_TYPE_MASK: u32 = 0xf;
+
 /// Classic BPF opcodes used here.
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
@@ -130,6 +148,7 @@ const JGE_K: u16 = 0x35;
 const JSET_K: u16 = 0x45;
 const JA: u16 = 0x05;
 const RET_K: u16 = 0x06;
+const AND_K: u16 = 0x54;
 
 /// Offsets in `struct seccomp_data`.
 const NR: u32 = 0;
@@ -137,6 +156,8 @@ const ARCH: u32 = 4;
 /// The low 32 bits of the first argument (x86_64 is little-endian). `clone` reads only those
 /// bits of its flags.
 const ARG0_LOW: u32 = 16;
+/// The low 32 bits of the second argument (`socket`'s type, an `int`).
+const ARG1_LOW: u32 = 24;
 
 /// Where a jump goes: the next instruction, or a label placed later.
 #[derive(Clone, Copy)]
@@ -226,8 +247,14 @@ fn search(asm: &mut Asm, keys: &[(u32, usize)], other: usize) {
 pub fn program(deny_ipc: bool) -> Result<BpfProgram, String> {
     let mut asm = Asm { code: Vec::new(), labels: Vec::new() };
     let (allow, eperm, enosys, clone) = (asm.label(), asm.label(), asm.label(), asm.label());
+    let (socket, eafnosupport) = (asm.label(), asm.label());
     let nr = |n: libc::c_long| u32::try_from(n).map_err(|e| e.to_string());
-    let mut keys = vec![(nr(libc::SYS_clone3)?, enosys), (nr(libc::SYS_clone)?, clone)];
+    let mut keys = vec![
+        (nr(libc::SYS_clone3)?, enosys),
+        (nr(libc::SYS_clone)?, clone),
+        (nr(libc::SYS_socket)?, socket),
+        (nr(libc::SYS_socketpair)?, socket),
+    ];
     for &n in DENIED.iter().chain(if deny_ipc { IPC } else { &[] }) {
         keys.push((nr(n)?, eperm));
     }
@@ -250,12 +277,31 @@ pub fn program(deny_ipc: bool) -> Result<BpfProgram, String> {
     let namespaces = NAMESPACE_FLAGS.iter().fold(0u64, |m, f| m | f);
     let namespaces = u32::try_from(namespaces).map_err(|e| e.to_string())?;
     asm.jump(JSET_K, namespaces, To::Label(eperm), To::Label(allow));
+
+    // socket(domain, type, protocol) and socketpair(domain, type, protocol, sv): both `int`s.
+    asm.bind(socket);
+    asm.op(LD_W_ABS, ARG0_LOW);
+    let family_ok = asm.label();
+    for &family in FAMILIES {
+        asm.jump(JEQ_K, family, To::Label(family_ok), To::Next);
+    }
+    asm.jump(JA, 0, To::Label(eafnosupport), To::Next);
+    asm.bind(family_ok);
+    asm.op(LD_W_ABS, ARG1_LOW);
+    asm.op(AND_K, SOCK_TYPE_MASK);
+    for &kind in RAW_TYPES {
+        asm.jump(JEQ_K, kind, To::Label(eperm), To::Next);
+    }
+    asm.jump(JA, 0, To::Label(allow), To::Next);
+
     asm.bind(allow);
     asm.op(RET_K, RET_ALLOW);
     asm.bind(eperm);
     asm.op(RET_K, RET_ERRNO | libc::EPERM as u32);
     asm.bind(enosys);
     asm.op(RET_K, RET_ERRNO | libc::ENOSYS as u32);
+    asm.bind(eafnosupport);
+    asm.op(RET_K, RET_ERRNO | libc::EAFNOSUPPORT as u32);
     asm.finish()
 }
 
@@ -360,11 +406,35 @@ mod tests {
             })
             .collect();
         denied.insert(libc::SYS_clone, clone_rules);
+        let dword = |op, value: u32, arg: u8| {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, u64::from(value))
+                .expect("condition")
+        };
+        // Raw and packet types, in any family (the family filter below wins for a bad family).
+        let raw: Vec<SeccompRule> = RAW_TYPES
+            .iter()
+            .map(|&t| {
+                let cond = dword(SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)), t, 1);
+                SeccompRule::new(vec![cond]).expect("rule")
+            })
+            .collect();
+        // Any family but the allowed ones: every `!=` must hold.
+        let family =
+            SeccompRule::new(FAMILIES.iter().map(|&f| dword(SeccompCmpOp::Ne, f, 0)).collect())
+                .expect("rule");
+        let mut socket_types = BTreeMap::new();
+        let mut families = BTreeMap::new();
+        for call in [libc::SYS_socket, libc::SYS_socketpair] {
+            socket_types.insert(call, raw.clone());
+            families.insert(call, vec![family.clone()]);
+        }
         let mut out = vec![arch, clone3];
         if deny_ipc {
             out.push(compile(IPC.iter().map(|&nr| (nr, Vec::new())).collect(), libc::EPERM));
         }
         out.push(compile(denied, libc::EPERM));
+        out.push(compile(socket_types, libc::EPERM));
+        out.push(compile(families, libc::EAFNOSUPPORT));
         out
     }
 
@@ -400,6 +470,27 @@ mod tests {
                     }
                 }
             }
+            // Socket calls over every family number and type the kernel knows, with flag bits
+            // and high bits set too.
+            for nr in [libc::SYS_socket as u32, libc::SYS_socketpair as u32] {
+                for family in (0..48u64).chain([1 << 32 | 1, 1 << 32 | 40, u64::MAX]) {
+                    for kind in (0..12u64).flat_map(|t| {
+                        [
+                            t,
+                            t | libc::SOCK_NONBLOCK as u64,
+                            t | libc::SOCK_CLOEXEC as u64,
+                            t | 1 << 40,
+                        ]
+                    }) {
+                        let args = [family, kind, 0, 0, 0, 0];
+                        assert_eq!(
+                            eval(&ours, nr, AUDIT_ARCH_X86_64, args),
+                            stacked(&theirs, nr, AUDIT_ARCH_X86_64, args),
+                            "nr {nr} family {family:#x} type {kind:#x}"
+                        );
+                    }
+                }
+            }
         }
     }
 
@@ -419,6 +510,22 @@ mod tests {
         assert_eq!(run(libc::SYS_clone, libc::SIGCHLD as u64), RET_ALLOW);
         assert_eq!(run(libc::SYS_clone, libc::CLONE_NEWUSER as u64), eperm);
         assert_eq!(eval(&p, 0, AUDIT_ARCH_I386, [0; 6]), RET_KILL_PROCESS);
+        let socket = |family: i32, kind: i32| {
+            let args = [family as u64, kind as u64, 0, 0, 0, 0];
+            eval(&p, libc::SYS_socket as u32, AUDIT_ARCH_X86_64, args)
+        };
+        let eafnosupport = RET_ERRNO | libc::EAFNOSUPPORT as u32;
+        assert_eq!(socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC), RET_ALLOW);
+        assert_eq!(socket(libc::AF_INET6, libc::SOCK_DGRAM), RET_ALLOW);
+        assert_eq!(socket(libc::AF_UNIX, libc::SOCK_SEQPACKET), RET_ALLOW);
+        assert_eq!(socket(libc::AF_INET, libc::SOCK_RAW), eperm);
+        assert_eq!(socket(libc::AF_INET6, libc::SOCK_RAW | libc::SOCK_NONBLOCK), eperm);
+        assert_eq!(socket(libc::AF_INET, SOCK_PACKET as i32), eperm);
+        for family in [libc::AF_VSOCK, libc::AF_NETLINK, libc::AF_PACKET, libc::AF_BLUETOOTH] {
+            assert_eq!(socket(family, libc::SOCK_STREAM), eafnosupport, "family {family}");
+        }
+        let pair = [libc::AF_VSOCK as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+        assert_eq!(eval(&p, libc::SYS_socketpair as u32, AUDIT_ARCH_X86_64, pair), eafnosupport);
         let open = program(false).expect("program");
         assert_eq!(eval(&open, libc::SYS_shmget as u32, AUDIT_ARCH_X86_64, [0; 6]), RET_ALLOW);
     }

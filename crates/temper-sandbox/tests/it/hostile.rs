@@ -157,6 +157,128 @@ except OSError as e:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_unix_and_ip_sockets_open_and_never_raw_ones() {
+    let sb = sandbox().await;
+    // The host's vsock port must stay free: a network namespace does not cover vsock.
+    let code = r#"
+import errno, socket
+def attempt(name, family, kind):
+    try:
+        s = socket.socket(family, kind)
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+        return
+    try:
+        if family == socket.AF_VSOCK:
+            s.bind((socket.VMADDR_CID_ANY, 47483))
+        print(name, "OPENED")
+    except OSError as e:
+        print(name, "opened, then", errno.errorcode.get(e.errno, e.errno))
+attempt("vsock", socket.AF_VSOCK, socket.SOCK_STREAM)
+attempt("netlink", socket.AF_NETLINK, socket.SOCK_RAW)
+attempt("netlink_dgram", socket.AF_NETLINK, socket.SOCK_DGRAM)
+attempt("packet", socket.AF_PACKET, socket.SOCK_RAW)
+attempt("packet_dgram", socket.AF_PACKET, socket.SOCK_DGRAM)
+attempt("raw_ip", socket.AF_INET, socket.SOCK_RAW)
+attempt("raw_ip6", socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_NONBLOCK)
+attempt("bluetooth", 31, socket.SOCK_STREAM)
+attempt("tcp", socket.AF_INET, socket.SOCK_STREAM)
+attempt("udp6", socket.AF_INET6, socket.SOCK_DGRAM)
+attempt("unix", socket.AF_UNIX, socket.SOCK_STREAM)
+a, b = socket.socketpair()
+a.send(b"ping"); print("socketpair", b.recv(4).decode())
+try:
+    socket.socketpair(socket.AF_VSOCK)
+    print("vsock_pair OPENED")
+except OSError as e:
+    print("vsock_pair", errno.errorcode.get(e.errno, e.errno))
+"#;
+    let out = run(&sb, Language::Python, code).await;
+    assert_eq!(out.status, RunStatus::Ok, "{out:?}");
+    let verdicts: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        verdicts,
+        [
+            "vsock EAFNOSUPPORT",
+            "netlink EAFNOSUPPORT",
+            "netlink_dgram EAFNOSUPPORT",
+            "packet EAFNOSUPPORT",
+            "packet_dgram EAFNOSUPPORT",
+            "raw_ip EPERM",
+            "raw_ip6 EPERM",
+            "bluetooth EAFNOSUPPORT",
+            "tcp OPENED",
+            "udp6 OPENED",
+            "unix OPENED",
+            "socketpair ping",
+            "vsock_pair EAFNOSUPPORT",
+        ],
+        "{}",
+        out.stdout
+    );
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_past_the_ceilings_are_clamped() {
+    let cfg = temper_sandbox::SandboxConfig {
+        max_time_limit_ms: 1_000,
+        max_memory_mb: 128,
+        max_output_bytes: 64 << 10,
+        time_limit_ms: 1_000,
+        memory_mb: 128,
+        output_bytes: 64 << 10,
+        ..crate::support::config()
+    };
+    let sb = temper_sandbox::Sandbox::new(cfg).await.expect("sandbox");
+    let ask = |code: &str, limits: Limits| RunRequest {
+        language: Language::Bash,
+        code: code.into(),
+        stdin: String::new(),
+        limits,
+    };
+    // Asking for 1.6 GB of output keeps 64 KiB and says so.
+    let huge_output = Limits { output_bytes: Some(1_600_000_000), ..Limits::default() };
+    let out = sb.run(&ask("head -c 1500000000 /dev/zero", huge_output)).await;
+    assert_eq!(out.status, RunStatus::OutputLimit, "{:?}", out.status);
+    assert_eq!(out.stdout.len(), 64 << 10);
+    // 100 GB of memory asked, 128 MiB given: a 600 MB allocation is stopped.
+    let python =
+        |code: &str, limits: Limits| RunRequest { language: Language::Python, ..ask(code, limits) };
+    for memory_mb in [100_000, (1 << 44) + 1, u64::MAX] {
+        let limits = Limits { memory_mb: Some(memory_mb), ..Limits::default() };
+        let out = sb.run(&python("x = bytearray(600 << 20)\nprint(len(x))", limits)).await;
+        assert_eq!(out.status, RunStatus::MemoryLimit, "memory_mb {memory_mb}: {out:?}");
+    }
+    // An unbounded wall-clock limit is the ceiling's second.
+    let start = std::time::Instant::now();
+    let forever = Limits { time_limit_ms: Some(u64::MAX), ..Limits::default() };
+    let out = sb.run(&ask("sleep 100", forever)).await;
+    assert_eq!(out.status, RunStatus::Timeout, "{out:?}");
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    // A configuration past the hard ceilings does not start.
+    let err = temper_sandbox::Sandbox::new(temper_sandbox::SandboxConfig {
+        memory_mb: 1 << 30,
+        max_memory_mb: 1 << 30,
+        ..crate::support::config()
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("max_memory_mb"), "{err}");
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_core_dump_reaches_any_handler() {
+    let sb = sandbox().await;
+    // RLIMIT_CORE of 1 (not 0) stops pipe handlers too, and the program cannot raise it.
+    let code = "import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE))\ntry:\n    resource.setrlimit(resource.RLIMIT_CORE, (1 << 30, 1 << 30))\n    print('RAISED')\nexcept ValueError as e:\n    print('refused')\n";
+    let out = run(&sb, Language::Python, code).await;
+    assert_eq!(out.stdout, "(1, 1)\nrefused\n", "{out:?}");
+    assert_clean(&sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dangerous_syscalls_are_refused() {
     let sb = sandbox().await;
     let code = r#"
@@ -436,4 +558,47 @@ async fn an_abandoned_request_breaks_the_slot_instead_of_answering_the_next() {
     assert!(!slot.is_usable());
     sb.retire(slot);
     assert_clean(&sb).await;
+}
+
+/// Run by [`a_killed_supervisor_leaves_no_cgroups`] as a child process: a sandbox with warm
+/// slots that says so and waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child of a_killed_supervisor_leaves_no_cgroups"]
+async fn killed_supervisor_child() {
+    let sb = sandbox().await;
+    let out = run(&sb, Language::Bash, "echo warm").await;
+    assert_eq!(out.stdout, "warm\n");
+    #[allow(clippy::print_stdout)]
+    {
+        println!("ready");
+    }
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+#[test]
+fn a_killed_supervisor_leaves_no_cgroups() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args(["--exact", "hostile::killed_supervisor_child", "--ignored", "--nocapture"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let ready = lines.find(|l| l.as_ref().is_ok_and(|l| l.trim() == "ready"));
+    assert!(ready.is_some(), "the child never got ready");
+    let prefix = format!("slot-{pid}-");
+    assert!(!crate::support::slot_cgroups(&prefix).is_empty(), "the child holds slots");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL)
+        .expect("kill");
+    child.wait().expect("wait");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = crate::support::slot_cgroups(&prefix);
+        if left.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left behind after SIGKILL: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
