@@ -337,6 +337,9 @@ pub struct EnvInfoArgs {
     /// Print the files of each version too.
     #[arg(long)]
     pub files: bool,
+    /// Show at most this many versions, newest first (the hub answers at most 200).
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
     /// Which hub.
     #[command(flatten)]
     pub hub: HubArgs,
@@ -660,6 +663,15 @@ pub struct SandboxServeArgs {
     /// Seconds an idle session lives.
     #[arg(long, default_value_t = 300)]
     pub idle_timeout_s: u64,
+    /// The longest wall-clock limit a request may get, in ms (more is clamped to it).
+    #[arg(long, default_value_t = temper_sandbox::config::DEFAULT_MAX_TIME_LIMIT_MS)]
+    pub max_time_limit_ms: u64,
+    /// The most memory a request may get, in MiB (more is clamped to it).
+    #[arg(long, default_value_t = temper_sandbox::config::DEFAULT_MAX_MEMORY_MB)]
+    pub max_memory_mb: u64,
+    /// The most output kept per stream of a request, in bytes (more is clamped to it).
+    #[arg(long, default_value_t = temper_sandbox::config::DEFAULT_MAX_OUTPUT_BYTES)]
+    pub max_output_bytes: u64,
 }
 
 /// `temper sandbox bench`.
@@ -821,7 +833,13 @@ pub struct EvalArgs {
 
     /// When the local sandbox cannot start (it needs root), run model-written code (code
     /// environments, `script` rewards, the python tool) as plain processes of this user, with no
-    /// isolation; also let external environments start their process. Only for code you trust.
+    /// isolation. Only for code you trust.
     #[arg(long)]
     pub allow_unsandboxed_code: bool,
+
+    /// Let this environment, if it is an external one, start the program its package names
+    /// (`env.command`): it runs as this user, unsandboxed. Consent for this package's own program
+    /// only; model-written code still needs a sandbox or --allow-unsandboxed-code.
+    #[arg(long)]
+    pub allow_external_command: bool,
 }

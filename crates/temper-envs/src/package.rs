@@ -356,7 +356,7 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
                     "env.command",
                     format!(
                         "an external environment runs `{}` on this machine without a sandbox; allow it explicitly \
-                         (temper eval --allow-unsandboxed-code)",
+                         (temper eval --allow-external-command, or allow_external = true in the run's [[env]] table)",
                         env.command.join(" ")
                     ),
                 ));

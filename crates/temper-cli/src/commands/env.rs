@@ -414,27 +414,30 @@ async fn search(args: EnvSearchArgs) -> anyhow::Result<()> {
 async fn info(args: EnvInfoArgs) -> anyhow::Result<()> {
     let reference: EnvRef = args.env.parse()?;
     let client = connect(&args.hub)?;
-    let l = client.show(&reference.owner, &reference.name).await?;
+    let l = client.show(&reference.owner, &reference.name, args.limit, 0).await?;
     println!("{}/{}{}", l.env.owner, l.env.name, if l.env.private { " [private]" } else { "" });
     if !l.env.description.is_empty() {
         println!("  {}", l.env.description);
     }
     println!("  latest: {}", l.latest.as_deref().unwrap_or("none (all yanked)"));
     println!("  install: temper env install {}/{}", l.env.owner, l.env.name);
-    for v in l.versions.iter().rev() {
+    for v in &l.versions {
         println!(
-            "  {:<10} sha256 {}  {} files, {} bytes{}",
+            "  {:<10} sha256 {}  {} bytes{}",
             v.version.to_string(),
             v.content_hash,
-            v.files.len(),
             v.archive_bytes,
             if v.yanked { "  yanked" } else { "" }
         );
         if args.files {
-            for f in &v.files {
+            let row = client.version(&reference.owner, &reference.name, &v.version).await?;
+            for f in &row.files {
                 println!("      {:<40} {:>9}  {}", f.path, f.bytes, f.sha256);
             }
         }
+    }
+    if l.total > l.versions.len() {
+        println!("  … and {} older versions (--limit N shows more)", l.total - l.versions.len());
     }
     Ok(())
 }

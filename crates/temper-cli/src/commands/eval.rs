@@ -32,7 +32,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
 
     let load = LoadOptions {
         seed: args.data_seed,
-        allow_external: args.allow_unsandboxed_code,
+        allow_external: args.allow_external_command,
         ..LoadOptions::default()
     };
     let spec = super::env::resolve_spec(&args.env).await?;

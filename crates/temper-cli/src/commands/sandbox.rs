@@ -10,7 +10,18 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<()> {
     match command {
         SandboxCommand::Run(args) => run_one(args).await,
         SandboxCommand::Serve(args) => {
-            let cfg = SandboxConfig { pool_size: args.pool_size, ..SandboxConfig::default() };
+            let defaults = SandboxConfig::default();
+            // A ceiling below a default lowers the default with it.
+            let cfg = SandboxConfig {
+                pool_size: args.pool_size,
+                max_time_limit_ms: args.max_time_limit_ms,
+                max_memory_mb: args.max_memory_mb,
+                max_output_bytes: args.max_output_bytes,
+                time_limit_ms: defaults.time_limit_ms.min(args.max_time_limit_ms),
+                memory_mb: defaults.memory_mb.min(args.max_memory_mb),
+                output_bytes: defaults.output_bytes.min(args.max_output_bytes),
+                ..defaults
+            };
             let sandbox = Sandbox::new(cfg).await.context("cannot start the sandbox")?;
             let options = temper_sandbox::server::ServerOptions {
                 max_concurrent: args.max_concurrent,

@@ -374,3 +374,25 @@ fn code_environment_runs_in_the_sandbox() {
     assert_eq!(meta["reward"]["mean"], 1.0, "{meta}");
     assert_eq!(meta["counts"]["errors"], 0);
 }
+
+/// Consent to run model-written code without a sandbox is not consent to start a package's own
+/// program: an external environment needs --allow-external-command, and that flag alone starts it.
+#[test]
+fn an_external_environment_needs_its_own_consent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/environments/guess-number");
+    // Nothing listens here: loading the environment comes before any request.
+    let refused = eval("http://127.0.0.1:9", env, dir.path(), &["--allow-unsandboxed-code"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--allow-external-command"), "{stderr}");
+    let mock = Mock::start(Behaviour::AnswerSum, Duration::ZERO);
+    let allowed = eval(
+        &mock.url,
+        env,
+        &dir.path().join("ok"),
+        &["--allow-external-command", "-n", "2", "-r", "1"],
+    );
+    ok(&allowed);
+    assert_eq!(results(&dir.path().join("ok")).len(), 2);
+}

@@ -400,7 +400,7 @@ fn check_consistent(
 ) -> usize {
     let client = temper_hub::HubClient::new(url, None).expect("client");
     rt.block_on(async {
-        let listing = match client.show("carol", name).await {
+        let listing = match client.show("carol", name, 200, 0).await {
             Ok(l) => l,
             Err(temper_hub::HubError::NotFound(_)) => return 0,
             Err(e) => panic!("show: {e}"),
