@@ -206,9 +206,8 @@ async fn cross_check(client: &HubClient, locked: &Locked) -> Result<String, HubE
     let r = client.resolve(&exact).await?;
     if r.version != locked.version || r.content_hash != locked.content_hash {
         return Err(HubError::invalid(format!(
-            "{}: {} pins {}@{} with content hash {}, but {} records {}@{} with {}; refusing \
-             it (an edited lockfile, or a lockfile from another hub)",
-            crate::lock::LOCKFILE,
+            "content hash mismatch: {} pins {}@{} with content hash {}, but {} records {}@{} \
+             with {}; refusing it (an edited lockfile, or a lockfile from another hub)",
             crate::lock::LOCKFILE,
             locked.name,
             locked.version,
