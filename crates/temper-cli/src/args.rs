@@ -192,8 +192,9 @@ pub struct HubUserAddArgs {
     #[command(flatten)]
     pub data: HubDataArgs,
     /// The token's scopes, comma-separated: read (see own private environments), publish
-    /// (publish and yank under NAME/; implies read).
-    #[arg(long, default_value = "publish", value_delimiter = ',')]
+    /// (publish and yank under NAME/; implies read), tokens (list, mint and revoke NAME's
+    /// tokens over the API).
+    #[arg(long, default_value = "publish,tokens", value_delimiter = ',')]
     pub scopes: Vec<String>,
     /// A label to recognise the token by in listings.
     #[arg(long, default_value = "")]
@@ -585,6 +586,11 @@ pub struct InferenceServeArgs {
     /// Requests allowed to wait; beyond it requests get 429.
     #[arg(long, default_value_t = 4096)]
     pub max_waiting: usize,
+    /// Key/value cache positions one request may reserve (n × (prompt + max_tokens)) and all
+    /// running requests together; a larger request is refused, others wait (0: max-running ×
+    /// the context length).
+    #[arg(long, default_value_t = 0)]
+    pub max_kv_tokens: usize,
     /// Longest context served (default: the model's).
     #[arg(long)]
     pub max_model_len: Option<usize>,

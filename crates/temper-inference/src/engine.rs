@@ -36,11 +36,24 @@ pub struct EngineConfig {
     pub seed: u64,
     /// Threads the engine computes with (0: one per available core).
     pub threads: usize,
+    /// Key/value cache positions one request may reserve, and all running requests together: a
+    /// request reserves `n × min(prompt + max_tokens, context)` positions, one request over the
+    /// limit is refused, and one that would take the running total over it waits. 0 means
+    /// `max_running ×` the model's context length (what `max_running` full-length sequences
+    /// hold); a lower value bounds cache memory to what the device can hold.
+    pub max_kv_tokens: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { max_running: 64, max_step_tokens: 4096, max_waiting: 4096, seed: 0, threads: 0 }
+        Self {
+            max_running: 64,
+            max_step_tokens: 4096,
+            max_waiting: 4096,
+            seed: 0,
+            threads: 0,
+            max_kv_tokens: 0,
+        }
     }
 }
 
@@ -152,6 +165,10 @@ pub struct Engine {
     config: Arc<ModelConfig>,
     tokenizer: Arc<Tokenizer>,
     max_waiting: usize,
+    max_running: usize,
+    /// Key/value positions one request may reserve, and all running ones together (see
+    /// [`EngineConfig::max_kv_tokens`]; resolved, never 0).
+    max_kv_tokens: usize,
     seeds: Arc<std::sync::Mutex<ChaCha8Rng>>,
     /// The threads the engine runs on; they end once every handle is dropped.
     _pool: Arc<rayon::ThreadPool>,
@@ -183,6 +200,11 @@ impl Engine {
         let config = Arc::new(model.config().clone());
         let tokenizer = Arc::new(tokenizer);
         let max_waiting = cfg.max_waiting;
+        let max_running = cfg.max_running;
+        let max_kv_tokens = match cfg.max_kv_tokens {
+            0 => max_running.saturating_mul(config.max_position_embeddings),
+            t => t,
+        };
         let seeds = Arc::new(std::sync::Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed)));
         let worker = Worker {
             model,
@@ -190,6 +212,7 @@ impl Engine {
             tokenizer: tokenizer.clone(),
             cfg,
             stats: stats.clone(),
+            max_kv_tokens,
             running: Vec::new(),
         };
         // The loop runs on a worker of the engine's own thread pool, and the tensor kernels it calls
@@ -207,7 +230,22 @@ impl Engine {
             .build()
             .expect("starting the engine's threads");
         pool.spawn(move || worker.run(&rx));
-        Self { tx, stats, config, tokenizer, max_waiting, seeds, _pool: Arc::new(pool) }
+        Self {
+            tx,
+            stats,
+            config,
+            tokenizer,
+            max_waiting,
+            max_running,
+            max_kv_tokens,
+            seeds,
+            _pool: Arc::new(pool),
+        }
+    }
+
+    /// Key/value cache positions a request may reserve (see [`EngineConfig::max_kv_tokens`]).
+    pub fn max_kv_tokens(&self) -> usize {
+        self.max_kv_tokens
     }
 
     /// The model's configuration.
@@ -232,20 +270,41 @@ impl Engine {
         if req.n == 0 || req.n > 128 {
             return Err(SubmitError::Invalid(format!("n must be in 1..=128, got {}", req.n)));
         }
+        // The scheduler lets a request in alone when it is idle: one wider than the batch would
+        // run past `max_running`.
+        if req.n > self.max_running {
+            return Err(SubmitError::Invalid(format!(
+                "n is {}; this engine runs at most {} sequences at once (max_running)",
+                req.n, self.max_running
+            )));
+        }
         if req.prompt.is_empty() {
             return Err(SubmitError::Invalid("the prompt is empty".into()));
         }
+        self.check_prompt_len(req.prompt.len())?;
         let max_pos = self.config.max_position_embeddings;
-        if req.prompt.len() >= max_pos {
-            return Err(SubmitError::Invalid(format!(
-                "the prompt has {} tokens; the model's context is {max_pos}",
-                req.prompt.len()
-            )));
-        }
         if let Some(bad) = req.prompt.iter().find(|&&t| t as usize >= self.config.vocab_size) {
             return Err(SubmitError::Invalid(format!(
                 "token id {bad} is outside the vocabulary of {}",
                 self.config.vocab_size
+            )));
+        }
+        if let Some(bad) =
+            req.options.stop_token_ids.iter().find(|&&t| t as usize >= self.config.vocab_size)
+        {
+            return Err(SubmitError::Invalid(format!(
+                "stop_token_ids: id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        let per_seq = kv_reservation(req.prompt.len(), req.options.max_tokens, max_pos);
+        let need = per_seq.saturating_mul(req.n);
+        let budget = self.max_kv_tokens();
+        if need > budget {
+            return Err(SubmitError::Invalid(format!(
+                "n × min(prompt + max_tokens, context) is {} × {per_seq} = {need} key/value cache \
+                 positions; this engine allows {budget} per request (max_kv_tokens)",
+                req.n
             )));
         }
         let waiting = self.stats.waiting.load(Ordering::Relaxed);
@@ -262,6 +321,18 @@ impl Engine {
             .send(Control::Submit(Box::new(Waiting { req, out, seed })))
             .map_err(|_| SubmitError::Stopped)?;
         Ok(rx)
+    }
+
+    /// Refuses a prompt of `len` tokens that leaves no room in the model's context (as
+    /// [`submit`](Engine::submit) does; callers that tokenize can check before copying it).
+    pub fn check_prompt_len(&self, len: usize) -> Result<(), SubmitError> {
+        let max_pos = self.config.max_position_embeddings;
+        if len >= max_pos {
+            return Err(SubmitError::Invalid(format!(
+                "the prompt has {len} tokens; the model's context is {max_pos}"
+            )));
+        }
+        Ok(())
     }
 
     /// Replaces the weights between two steps; resolves to the new version once in use.
@@ -293,7 +364,10 @@ struct Seq {
     cache: KvCache,
     rng: ChaCha8Rng,
     options: Arc<SamplingOptions>,
+    /// Ids that end the sequence, sorted and without repeats (searched once per token).
     stop_ids: Arc<Vec<u32>>,
+    /// Cache positions this sequence may grow to (counted against `max_kv_tokens`).
+    reserved: usize,
     out: tmpsc::UnboundedSender<Event>,
     decoder: StreamDecoder,
     /// Completion text decoded so far, and how much of it was sent.
@@ -309,6 +383,8 @@ struct Worker {
     tokenizer: Arc<Tokenizer>,
     cfg: EngineConfig,
     stats: Arc<Stats>,
+    /// See [`EngineConfig::max_kv_tokens`] (resolved).
+    max_kv_tokens: usize,
     running: Vec<Seq>,
 }
 
@@ -377,12 +453,24 @@ impl Worker {
         let mut admitted: Vec<Waiting> = Vec::new();
         let mut seqs = self.running.len();
         let mut budget = self.cfg.max_step_tokens;
+        let max_kv = self.max_kv_tokens;
+        let mut kv: usize = self.running.iter().map(|s| s.reserved).sum();
+        let ctx = self.model.config().max_position_embeddings;
         while let Some(w) = waiting.front() {
+            // Alone on an idle engine a request may exceed the step budget (a long prompt is
+            // prefilled alone); `submit` keeps its `n` and cache within the other limits.
             let first = admitted.is_empty() && self.running.is_empty();
-            if !first && (seqs + w.req.n > self.cfg.max_running || w.req.prompt.len() > budget) {
+            let need = kv_reservation(w.req.prompt.len(), w.req.options.max_tokens, ctx)
+                .saturating_mul(w.req.n);
+            if !first
+                && (seqs + w.req.n > self.cfg.max_running
+                    || w.req.prompt.len() > budget
+                    || kv.saturating_add(need) > max_kv)
+            {
                 break;
             }
             seqs += w.req.n;
+            kv = kv.saturating_add(need);
             budget = budget.saturating_sub(w.req.prompt.len());
             self.stats.waiting.fetch_sub(1, Ordering::Relaxed);
             admitted.extend(waiting.pop_front());
@@ -448,7 +536,14 @@ impl Worker {
             if !options.ignore_eos {
                 stop_ids.extend(&self.model.config().eos_token_ids);
             }
+            stop_ids.sort_unstable();
+            stop_ids.dedup();
             let stop_ids = Arc::new(stop_ids);
+            let reserved = kv_reservation(
+                w.req.prompt.len(),
+                options.max_tokens,
+                self.model.config().max_position_embeddings,
+            );
             let siblings = Arc::new(AtomicUsize::new(w.req.n));
             let mut first = Some(cache);
             for index in 0..w.req.n {
@@ -474,6 +569,7 @@ impl Worker {
                     rng: ChaCha8Rng::seed_from_u64(w.seed.wrapping_add(index as u64)),
                     options: options.clone(),
                     stop_ids: stop_ids.clone(),
+                    reserved,
                     out: w.out.clone(),
                     decoder: StreamDecoder::new(),
                     text: String::new(),
@@ -500,7 +596,7 @@ impl Worker {
         seq.text.push_str(&piece);
 
         let mut finish = None;
-        if seq.stop_ids.contains(&d.id) {
+        if seq.stop_ids.binary_search(&d.id).is_ok() {
             finish = Some(Finish::Stop);
         } else if let Some(at) =
             find_stop(&seq.text, seq.text.len() - piece.len(), &seq.options.stop)
@@ -543,6 +639,11 @@ impl Worker {
             None => sent.is_ok(),
         }
     }
+}
+
+/// Cache positions a sequence of a `prompt_len`-token prompt may grow to.
+fn kv_reservation(prompt_len: usize, max_tokens: usize, context: usize) -> usize {
+    prompt_len.saturating_add(max_tokens).min(context)
 }
 
 fn freeze(model: Transformer) -> Transformer {

@@ -8,6 +8,17 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+/// Most `stop_token_ids` a request may give (vLLM has no limit; a thousand ids covers any real
+/// use and bounds what every sequence of the request keeps).
+pub const MAX_STOP_TOKEN_IDS: usize = 1024;
+
+/// Most `stop` strings a request may give (OpenAI allows 4, vLLM has no limit).
+pub const MAX_STOP_STRINGS: usize = 16;
+
+/// Longest `stop` string, in bytes. Holding back text that may begin a stop string costs up to
+/// its length squared per token, so this bounds the per-token work too.
+pub const MAX_STOP_BYTES: usize = 256;
+
 /// How to choose tokens for one sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingOptions {
@@ -72,8 +83,18 @@ impl SamplingOptions {
         if self.top_logprobs > 20 {
             return Err(format!("top_logprobs must be at most 20, got {}", self.top_logprobs));
         }
-        if self.stop.len() > 16 || self.stop.iter().any(|s| s.is_empty() || s.len() > 256) {
-            return Err("stop: at most 16 strings, each of 1 to 256 bytes".into());
+        if self.stop.len() > MAX_STOP_STRINGS
+            || self.stop.iter().any(|s| s.is_empty() || s.len() > MAX_STOP_BYTES)
+        {
+            return Err(format!(
+                "stop: at most {MAX_STOP_STRINGS} strings, each of 1 to {MAX_STOP_BYTES} bytes"
+            ));
+        }
+        if self.stop_token_ids.len() > MAX_STOP_TOKEN_IDS {
+            return Err(format!(
+                "stop_token_ids: at most {MAX_STOP_TOKEN_IDS} ids, got {}",
+                self.stop_token_ids.len()
+            ));
         }
         Ok(())
     }

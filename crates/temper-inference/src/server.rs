@@ -367,26 +367,58 @@ fn template_messages(messages: &[Value]) -> Result<Vec<Value>, ApiError> {
         .collect()
 }
 
+/// Runs `f` on tokio's blocking threads: rendering and tokenizing take time in proportion to the
+/// body (up to [`MAX_BODY`], more where a template repeats text), and on an async thread they
+/// would hold up every other request on it.
+///
+/// There is no cheaper check of the prompt's length before tokenizing: no sound bound relates
+/// bytes to tokens for every tokenizer (one token can cover hundreds of bytes, a normalizer can
+/// drop text, a template can repeat or leave out messages), so a byte limit below the body limit
+/// could refuse a prompt that fits the context.
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: format!("preparing the prompt failed: {e}"),
+    })?
+}
+
+/// The tokens of `text`, refused (and freed, on the calling thread) when they leave no room in
+/// the context.
+fn tokenize(engine: &Engine, text: &str) -> Result<Vec<u32>, ApiError> {
+    let ids = engine.tokenizer().encode(text).map_err(|e| ApiError::bad(e.to_string()))?;
+    engine.check_prompt_len(ids.len())?;
+    Ok(ids)
+}
+
 async fn chat_completions(
     State(st): State<Arc<ServerState>>,
-    Json(body): Json<ChatBody>,
+    Json(mut body): Json<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let template = st
-        .template
-        .as_ref()
-        .ok_or_else(|| ApiError::bad("this model has no chat template; use /v1/completions"))?;
+    if st.template.is_none() {
+        return Err(ApiError::bad("this model has no chat template; use /v1/completions"));
+    }
     if body.messages.is_empty() {
         return Err(ApiError::bad("messages is empty"));
     }
-    let messages = template_messages(&body.messages)?;
     let use_tools = body.tools.as_ref().is_some_and(|t| !t.is_empty())
         && body.tool_choice.as_ref().and_then(Value::as_str) != Some("none");
-    let tools = if use_tools { body.tools.as_deref() } else { None };
-    let extra = body.chat_template_kwargs.clone().unwrap_or_default();
-    let text = template
-        .render(&messages, tools, true, &extra)
-        .map_err(|e| ApiError::bad(e.to_string()))?;
-    let prompt = st.engine.tokenizer().encode(&text).map_err(|e| ApiError::bad(e.to_string()))?;
+    let messages = std::mem::take(&mut body.messages);
+    let tools = if use_tools { body.tools.take() } else { None };
+    let extra = body.chat_template_kwargs.take().unwrap_or_default();
+    let prompt = off_runtime({
+        let st = st.clone();
+        move || {
+            let template = st.template.as_ref().ok_or_else(|| ApiError::bad("no chat template"))?;
+            let messages = template_messages(&messages)?;
+            let text = template
+                .render(&messages, tools.as_deref(), true, &extra)
+                .map_err(|e| ApiError::bad(e.to_string()))?;
+            tokenize(&st.engine, &text)
+        }
+    })
+    .await?;
     let top = if body.logprobs { body.top_logprobs.unwrap_or(0) } else { 0 };
     let (options, n) = body.sampling.options(&st.engine, prompt.len(), top)?;
     let rx = st.engine.submit(Request { prompt: prompt.clone(), options, n })?;
@@ -561,13 +593,23 @@ fn stream_chat(
 }
 
 /// A stream of SSE events fed by `f` through a channel, ending with `data: [DONE]`.
+///
+/// When the stream is dropped (the client went away), `f` is dropped with it, and so is the
+/// engine's event receiver it holds: the engine cancels the request at its next step.
 fn async_stream<F, Fut>(f: F) -> impl Stream<Item = Result<SseEvent, Infallible>>
 where
     F: FnOnce(Sink) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    tokio::spawn(f(Sink(tx)));
+    let gone = tx.clone();
+    let produce = f(Sink(tx));
+    tokio::spawn(async move {
+        tokio::select! {
+            () = produce => {}
+            () = gone.closed() => {}
+        }
+    });
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|v| (Ok(SseEvent::default().data(v.to_string())), rx))
     });
@@ -610,13 +652,14 @@ struct CompletionBody {
 
 async fn completions(
     State(st): State<Arc<ServerState>>,
-    Json(body): Json<CompletionBody>,
+    Json(mut body): Json<CompletionBody>,
 ) -> Result<Response, ApiError> {
-    let prompt = match &body.prompt {
+    let prompt = match std::mem::replace(&mut body.prompt, Prompt::Ids(Vec::new())) {
         Prompt::Text(t) => {
-            st.engine.tokenizer().encode(t).map_err(|e| ApiError::bad(e.to_string()))?
+            let engine = st.engine.clone();
+            off_runtime(move || tokenize(&engine, &t)).await?
         }
-        Prompt::Ids(ids) => ids.clone(),
+        Prompt::Ids(ids) => ids,
     };
     let (options, n) =
         body.sampling.options(&st.engine, prompt.len(), body.logprobs.unwrap_or(0))?;

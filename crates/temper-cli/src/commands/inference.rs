@@ -96,6 +96,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
             max_waiting: args.max_waiting,
             seed: args.seed,
             threads: 0,
+            max_kv_tokens: args.max_kv_tokens,
         },
         0,
     );

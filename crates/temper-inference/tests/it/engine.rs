@@ -147,6 +147,38 @@ async fn bad_requests_are_refused_with_the_field_named() {
             "top_p",
         ),
         (Request { prompt: vec![1], options: opts(1.0, 5), n: 0 }, "n must be"),
+        (
+            Request {
+                prompt: vec![1],
+                options: SamplingOptions { stop_token_ids: vec![3, 257], ..opts(1.0, 5) },
+                n: 1,
+            },
+            "stop_token_ids: id 257 is outside the vocabulary of 257",
+        ),
+        (
+            Request {
+                prompt: vec![1],
+                options: SamplingOptions { stop_token_ids: vec![3; 1025], ..opts(1.0, 5) },
+                n: 1,
+            },
+            "stop_token_ids: at most 1024 ids, got 1025",
+        ),
+        (
+            Request {
+                prompt: vec![1],
+                options: SamplingOptions { stop: vec!["x".into(); 17], ..opts(1.0, 5) },
+                n: 1,
+            },
+            "stop: at most 16 strings",
+        ),
+        (
+            Request {
+                prompt: vec![1],
+                options: SamplingOptions { stop: vec!["x".repeat(257)], ..opts(1.0, 5) },
+                n: 1,
+            },
+            "each of 1 to 256 bytes",
+        ),
     ];
     for (req, want) in cases {
         let err = e.submit(req).unwrap_err();
@@ -172,6 +204,77 @@ async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(e.stats().waiting.load(std::sync::atomic::Ordering::Relaxed), 0);
     assert_eq!(e.stats().requests.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// A request may not ask for more samples than the engine runs at once, even when it is idle.
+#[tokio::test]
+async fn n_above_max_running_is_refused() {
+    let cfg = EngineConfig { max_running: 2, ..Default::default() };
+    let e = temper_inference::Engine::start(tiny(8), bytes_tokenizer(), cfg, 0);
+    let err = e.submit(Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 3 }).unwrap_err();
+    assert_eq!(
+        err,
+        SubmitError::Invalid(
+            "n is 3; this engine runs at most 2 sequences at once (max_running)".into()
+        )
+    );
+    // At the limit it runs.
+    let outs = run(&e, Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 2 }).await;
+    assert_eq!(outs.iter().map(|o| o.ids.len()).collect::<Vec<_>>(), [5, 5]);
+}
+
+/// `max_kv_tokens` bounds the cache one request may reserve (`n × (prompt + max_tokens)`, at
+/// most the context per sequence), and requests that would take the running total over it wait.
+#[tokio::test]
+async fn the_key_value_budget_refuses_large_requests_and_queues_the_rest() {
+    let cfg = EngineConfig { max_running: 4, ..Default::default() };
+    let unbounded = temper_inference::Engine::start(tiny(12), bytes_tokenizer(), cfg.clone(), 0);
+    assert_eq!(unbounded.max_kv_tokens(), 4 * 256); // max_running full contexts
+    let cfg = EngineConfig { max_kv_tokens: 100, ..cfg };
+    let e = temper_inference::Engine::start(tiny(12), bytes_tokenizer(), cfg, 0);
+    assert_eq!(e.max_kv_tokens(), 100);
+    let req = |n, max_tokens| Request { prompt: vec![7; 10], options: opts(1.0, max_tokens), n };
+    assert_eq!(
+        e.submit(req(2, 50)).unwrap_err(),
+        SubmitError::Invalid(
+            "n × min(prompt + max_tokens, context) is 2 × 60 = 120 key/value cache positions; \
+             this engine allows 100 per request (max_kv_tokens)"
+                .into()
+        )
+    );
+    // max_tokens past the context counts as the context.
+    let err = e.submit(req(1, 10_000)).unwrap_err();
+    assert!(err.to_string().contains("1 × 256 = 256"), "{err}");
+    // Two that fit alone but not together run one after the other: 50 steps each.
+    let (a, b) = (e.submit(req(1, 50)).unwrap(), e.submit(req(1, 50)).unwrap());
+    let (a, b) = (crate::collect(a, 1).await, crate::collect(b, 1).await);
+    assert_eq!((a[0].ids.len(), b[0].ids.len()), (50, 50));
+    assert_eq!(e.stats().steps.load(std::sync::atomic::Ordering::Relaxed), 100);
+    // With the default budget the two share steps.
+    let e = unbounded;
+    let (a, b) = (e.submit(req(2, 50)).unwrap(), e.submit(req(1, 50)).unwrap());
+    let (a, b) = (crate::collect(a, 2).await, crate::collect(b, 1).await);
+    assert_eq!((a[1].ids.len(), b[0].ids.len()), (50, 50));
+    assert!(e.stats().steps.load(std::sync::atomic::Ordering::Relaxed) < 100);
+}
+
+/// A long stop-token list still stops at the first token in it.
+#[tokio::test]
+async fn a_full_stop_token_list_stops_at_the_first_match() {
+    let e = engine(sharp(9));
+    let prompt = vec![65u32, 66, 67];
+    let free =
+        run(&e, Request { prompt: prompt.clone(), options: opts(0.0, 30), n: 1 }).await.remove(0);
+    let stop_id = free.ids[7];
+    let first = free.ids.iter().position(|&t| t == stop_id).unwrap();
+    // 1023 ids that never appear, then the one that does.
+    let absent: Vec<u32> = (0..257).filter(|t| !free.ids.contains(t)).collect();
+    let mut ids: Vec<u32> = absent.iter().copied().cycle().take(1023).collect();
+    ids.push(stop_id);
+    let o = SamplingOptions { stop_token_ids: ids, ..opts(0.0, 30) };
+    let s = run(&e, Request { prompt, options: o, n: 1 }).await.remove(0);
+    assert_eq!(s.ids, free.ids[..=first]);
+    assert_eq!(s.finish, Some(Finish::Stop));
 }
 
 /// New weights arrive while sequences decode: each token reports the version that drew it, every

@@ -27,6 +27,25 @@ pub fn sharp(seed: u64) -> Transformer {
     Transformer::from_tensors(m.config().clone(), t, candle_core::DType::F32, &Device::Cpu).unwrap()
 }
 
+/// [`tiny`] serving 4096 positions, for requests that would run long unless stopped.
+pub fn long_context(seed: u64) -> Transformer {
+    let mut m = tiny(seed);
+    m.set_max_positions(4096).unwrap();
+    m
+}
+
+/// Polls `cond` every 5 ms for up to `secs` seconds; whether it came true.
+pub async fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    true
+}
+
 pub fn bytes_tokenizer() -> Tokenizer {
     Tokenizer::bytes(&["<|end|>"])
 }

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device};
 use serde_json::{Value, json};
@@ -262,4 +263,143 @@ async fn update_weights_pause_resume_health_metrics() {
     post(&format!("{url}/resume"), json!({})).await;
     let (status, _) = waiting.await.unwrap();
     assert_eq!(status, 200);
+}
+
+/// A client that goes away mid-request (a dropped SSE stream, or a non-streaming request it gave
+/// up on) frees its sequence at once instead of decoding on to `max_tokens`.
+#[tokio::test]
+async fn requests_whose_client_is_gone_are_cancelled() {
+    let template = ChatTemplate::new(SIMPLE_TEMPLATE, "", "", "t").unwrap();
+    let e = crate::engine(crate::long_context(40));
+    let url = serve(e.clone(), Some(template)).await;
+    let running = || e.stats().running.load(Ordering::Relaxed);
+    let generated = || e.stats().generated_tokens.load(Ordering::Relaxed);
+    let max_tokens = 4000;
+    let streamed = [
+        (
+            "/v1/completions",
+            json!({"prompt": "Hello", "max_tokens": max_tokens, "ignore_eos": true, "stream": true}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": max_tokens,
+                   "ignore_eos": true, "stream": true}),
+        ),
+    ];
+    for (route, body) in streamed {
+        let before = generated();
+        let mut resp =
+            reqwest::Client::new().post(format!("{url}{route}")).json(&body).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let first = resp.chunk().await.unwrap().unwrap();
+        assert!(first.starts_with(b"data: {"), "{first:?}");
+        assert!(crate::wait_until(10, || running() == 1).await, "{route}: never ran");
+        drop(resp);
+        assert!(crate::wait_until(10, || running() == 0).await, "{route}: still running");
+        let spent = generated() - before;
+        assert!(spent < max_tokens / 2, "{route}: {spent} tokens generated for a dropped stream");
+        let settled = generated();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(generated(), settled, "{route}: decoding went on");
+    }
+    // A non-streaming client that times out.
+    let before = generated();
+    let err = reqwest::Client::new()
+        .post(format!("{url}/v1/generate"))
+        .timeout(Duration::from_millis(300))
+        .json(&json!({"prompt_token_ids": [1, 2, 3], "max_tokens": max_tokens, "ignore_eos": true}))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(crate::wait_until(10, || running() == 0).await, "/v1/generate: still running");
+    let spent = generated() - before;
+    assert!(spent < max_tokens / 2, "/v1/generate: {spent} tokens generated for a gone client");
+}
+
+/// Requests too large for the engine are refused up front with a 400 naming the field.
+#[tokio::test]
+async fn oversized_requests_are_refused() {
+    let cfg = EngineConfig { max_running: 4, ..Default::default() };
+    let url = serve(Engine::start(sharp(22), bytes_tokenizer(), cfg, 0), None).await;
+    let many: Vec<u32> = (0..2000).map(|i| i % 250).collect();
+    for (body, want) in [
+        (
+            json!({"prompt_token_ids": [3], "stop_token_ids": many}),
+            "stop_token_ids: at most 1024 ids, got 2000",
+        ),
+        (
+            json!({"prompt_token_ids": [3], "stop_token_ids": [1, 70000]}),
+            "stop_token_ids: id 70000 is outside the vocabulary of 257",
+        ),
+        (
+            json!({"prompt_token_ids": [3], "stop": vec!["a"; 17]}),
+            "stop: at most 16 strings, each of 1 to 256 bytes",
+        ),
+        (
+            json!({"prompt_token_ids": [3], "n": 5}),
+            "n is 5; this engine runs at most 4 sequences at once (max_running)",
+        ),
+    ] {
+        let (status, v) = post(&format!("{url}/v1/generate"), body).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["message"], want, "{v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    let (status, v) = post(
+        &format!("{url}/v1/generate"),
+        json!({"prompt_token_ids": [3], "n": 4, "max_tokens": 3, "stop_token_ids": &many[..1024]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"].as_array().unwrap().len(), 4);
+}
+
+/// Rendering and tokenizing a huge prompt happens off the async threads: the server (here on a
+/// single-threaded runtime) keeps answering while it runs, then refuses the prompt.
+#[tokio::test]
+async fn huge_prompts_are_refused_without_stalling_the_server() {
+    // The template writes each message 16 times: 4 MiB in, 64 MiB to tokenize.
+    let template = ChatTemplate::new(
+        "{% for m in messages %}{% for i in range(16) %}{{ m.content }}{% endfor %}{% endfor %}",
+        "",
+        "",
+        "t",
+    )
+    .unwrap();
+    let url = serve(crate::engine(sharp(23)), Some(template)).await;
+    let started = Instant::now();
+    let big = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let content = "a".repeat(4 << 20);
+            post(
+                &format!("{url}/v1/chat/completions"),
+                json!({"messages": [{"role": "user", "content": content}]}),
+            )
+            .await
+        }
+    });
+    // /health between the polls: the longest gap is how long the server stalled.
+    let client = reqwest::Client::new();
+    let (mut polls, mut worst, mut last) = (0, Duration::ZERO, Instant::now());
+    while !big.is_finished() {
+        let r = client.get(format!("{url}/health")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        polls += 1;
+        worst = worst.max(last.elapsed());
+        last = Instant::now();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = started.elapsed();
+    let (status, v) = big.await.unwrap();
+    assert_eq!(status, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("tokens; the model's context is 256"), "{msg}");
+    // Stalled, the gap is the whole render and tokenize (most of `took`); not stalled, it is
+    // scheduling noise (the tests share two cores), well under a third of it.
+    assert!(
+        worst * 3 < took && polls > 5,
+        "the server stalled {worst:?} ({polls} polls over {took:?})"
+    );
 }
