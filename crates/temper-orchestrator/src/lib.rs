@@ -9,7 +9,9 @@
 //! - [`tasks`]: weighted environment draws and per-epoch shuffles, resumable.
 //! - [`servers`]: the inference servers: least-loaded routing with one server per group,
 //!   weight updates to all.
-//! - [`run`]: the loop (gate, sweep, collect, ship) and the weight watcher with evaluation.
+//! - [`run`]: the loop (gate, sweep, collect, ship) and the weight watcher with evaluation;
+//!   the collect phase's decisions are a pure state machine (`collect::Collector`) with table
+//!   tests.
 //! - [`metrics`]: `metrics.jsonl` lines and Prometheus gauges.
 //!
 //! It knows environments and HTTP, never tensors: token ids and logprobs come from the servers
@@ -17,6 +19,7 @@
 
 pub mod advantage;
 pub mod batch;
+mod collect;
 pub mod config;
 pub mod metrics;
 pub mod run;

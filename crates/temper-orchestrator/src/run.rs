@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 
 use crate::advantage::{advantages, is_zero_advantage, shaped_reward};
 use crate::batch::{Unusable, build_batches, sample_of};
+use crate::collect::{Collector, Decision, Group, Policy, StepCounts};
 use crate::config::{EvalConfig, OrchestratorConfig};
 use crate::servers::Servers;
 use crate::tasks::{TaskEnv, TaskSource, TaskState};
@@ -119,32 +120,9 @@ pub fn load_envs(cfg: &OrchestratorConfig) -> Result<Vec<Arc<Environment>>, Orch
         .collect()
 }
 
-/// One group of rollouts, scored, with what training needs.
-#[derive(Debug)]
-struct Group {
-    env: usize,
-    /// Oldest policy version among its rollouts.
-    version: u64,
-    rollouts: Vec<Rollout>,
-    /// Per rollout: its advantage, or `None` when it is not trained on (it failed).
-    advantages: Vec<Option<f64>>,
-    /// Rewards carry no signal (or fewer than two rollouts succeeded).
-    zero: bool,
-}
-
 struct Flight {
     version: u64,
     handle: tokio::task::AbortHandle,
-}
-
-/// Counters of one step.
-#[derive(Debug, Default)]
-struct StepCounts {
-    stale_groups: u64,
-    stale_rollouts: u64,
-    cancelled_groups: u64,
-    filtered_groups: u64,
-    errors: u64,
 }
 
 /// Runs the orchestrator until `steps` batches are shipped and the trainer's last weights are
@@ -169,264 +147,297 @@ pub async fn run_with_envs(
     hooks: &mut dyn OrchestratorHooks,
     start: Start,
 ) -> Result<Summary, OrchestratorError> {
-    cfg.validate()?;
-    if envs.len() != cfg.env.len() {
-        return Err(OrchestratorError::Config(format!(
-            "{} environments for {} [[env]] entries",
-            envs.len(),
-            cfg.env.len()
-        )));
-    }
-    let o = &cfg.orchestrator;
-    let run = cfg.output.dir.clone();
-    std::fs::create_dir_all(&run).map_err(|e| io(&run, &e))?;
-    let (start_step, task_state) = resume_point(&run, start)?;
-    let mut task_envs = Vec::new();
-    for (env, c) in envs.iter().zip(&cfg.env) {
-        let examples = env
-            .examples(Split::Train)
-            .map_err(|e| OrchestratorError::Config(format!("env {}: {e}", c.id)))?;
-        if examples.is_empty() {
-            return Err(OrchestratorError::Config(format!("env {}: no train examples", c.id)));
+    let mut o = Orchestrator::start(cfg, envs, services, start).await?;
+    hooks.on_start(o.start_step, cfg.orchestrator.steps);
+    let result = o.run(hooks).await;
+    o.close(result, hooks).await
+}
+
+/// The running loop: what every step reads and changes.
+struct Orchestrator<'a> {
+    cfg: &'a crate::config::LoopConfig,
+    run: PathBuf,
+    envs: Vec<Arc<Environment>>,
+    services: Arc<Services>,
+    servers: Servers,
+    tasks: TaskSource,
+    /// The weight version every server serves (set by the watcher).
+    loaded: Arc<AtomicU64>,
+    start_step: u64,
+    inbox: Inbox,
+    collector: Collector,
+    watcher: tokio::task::JoinHandle<()>,
+    _metrics_server: Option<metrics::AbortOnDrop>,
+}
+
+impl<'a> Orchestrator<'a> {
+    /// Checks the configuration, restores the resume point, waits for healthy servers, and
+    /// starts the weight watcher (with the evaluation of the starting weights when due).
+    async fn start(
+        cfg: &'a OrchestratorConfig,
+        envs: Vec<Arc<Environment>>,
+        services: Services,
+        start: Start,
+    ) -> Result<Self, OrchestratorError> {
+        cfg.validate()?;
+        if envs.len() != cfg.env.len() {
+            return Err(OrchestratorError::Config(format!(
+                "{} environments for {} [[env]] entries",
+                envs.len(),
+                cfg.env.len()
+            )));
         }
-        task_envs.push(TaskEnv {
-            env: env.clone(),
-            weight: c.weight,
-            examples: Arc::new(examples),
+        let o = &cfg.orchestrator;
+        let run = cfg.output.dir.clone();
+        std::fs::create_dir_all(&run).map_err(|e| io(&run, &e))?;
+        let (start_step, task_state) = resume_point(&run, start)?;
+        let tasks = TaskSource::new(task_envs(cfg, &envs)?, o.seed, task_state);
+        let per_server = o.max_concurrent.div_ceil(cfg.inference.base_urls.len().max(1));
+        let servers = Servers::new(&cfg.inference, per_server)?;
+        servers.wait_healthy(Duration::from_secs_f64(cfg.inference.timeout_s)).await?;
+        let gauges = metrics::Gauges::default();
+        let metrics_server = match &o.metrics_addr {
+            Some(addr) => Some(metrics::serve(addr, gauges.clone()).await?),
+            None => None,
+        };
+        let services = Arc::new(services);
+        let loaded = Arc::new(AtomicU64::new(0));
+        let (events_tx, events) = mpsc::unbounded_channel::<Event>();
+        let watcher = Watcher {
+            run: run.clone(),
+            servers: servers.clone(),
+            loaded: loaded.clone(),
+            lock: Arc::new(RwLock::new(())),
+            timeout: Duration::from_secs_f64(o.update_timeout_s),
+            eval: EvalConfig {
+                max_tokens: o.eval.max_tokens.or(Some(o.sampling.max_tokens)),
+                ..o.eval
+            },
+            steps: o.steps,
+            envs: envs.clone(),
+            services: services.clone(),
+            events: events_tx,
+        };
+        if o.eval.every > 0 && start_step == 0 {
+            // The starting point, before any update.
+            let guard = watcher.lock.clone().write_owned().await.downgrade();
+            watcher.spawn_eval(0, guard);
+        }
+        let inbox = Inbox {
+            in_flight: JoinSet::new(),
+            flights: BTreeMap::new(),
+            queue: VecDeque::new(),
+            events,
+            last_eval: Map::new(),
+            metrics_path: run_dir::metrics_file(&run),
+            gauges,
+        };
+        let collector = Collector::new(Policy {
+            needed: o.batch_size / o.group_size,
+            group_size: o.group_size,
+            max_concurrent: o.max_concurrent,
+            filter_zero: o.advantage.filter_zero_advantage,
+            resample: o.advantage.resample_zero_advantage,
         });
+        Ok(Self {
+            cfg: o,
+            run,
+            envs,
+            services,
+            servers,
+            tasks,
+            loaded,
+            start_step,
+            inbox,
+            collector,
+            watcher: tokio::spawn(watcher.run()),
+            _metrics_server: metrics_server,
+        })
     }
-    let mut tasks = TaskSource::new(task_envs, o.seed, task_state);
-    let per_server = o.max_concurrent.div_ceil(cfg.inference.base_urls.len().max(1));
-    let servers = Servers::new(&cfg.inference, per_server)?;
-    servers.wait_healthy(Duration::from_secs_f64(cfg.inference.timeout_s)).await?;
-    let gauges = metrics::Gauges::default();
-    let _metrics_server = match &o.metrics_addr {
-        Some(addr) => Some(metrics::serve(addr, gauges.clone()).await?),
-        None => None,
-    };
-    let services = Arc::new(services);
 
-    // The weight watcher and the evaluations it starts.
-    let loaded = Arc::new(AtomicU64::new(0));
-    let (events_tx, events) = mpsc::unbounded_channel::<Event>();
-    let watcher = Watcher {
-        run: run.clone(),
-        servers: servers.clone(),
-        loaded: loaded.clone(),
-        lock: Arc::new(RwLock::new(())),
-        timeout: Duration::from_secs_f64(o.update_timeout_s),
-        eval: EvalConfig {
-            max_tokens: o.eval.max_tokens.or(Some(o.sampling.max_tokens)),
-            ..o.eval
-        },
-        steps: o.steps,
-        envs: envs.clone(),
-        services: services.clone(),
-        events: events_tx,
-    };
-    if o.eval.every > 0 && start_step == 0 {
-        // The starting point, before any update.
-        let guard = watcher.lock.clone().write_owned().await.downgrade();
-        watcher.spawn_eval(0, guard);
-    }
-    let watcher_task = tokio::spawn(watcher.run());
-
-    hooks.on_start(start_step, o.steps);
-    let needed = o.batch_size / o.group_size;
-    let mut inbox = Inbox {
-        in_flight: JoinSet::new(),
-        flights: BTreeMap::new(),
-        queue: VecDeque::new(),
-        events,
-        last_eval: Map::new(),
-        metrics_path: run_dir::metrics_file(&run),
-        gauges,
-    };
-    let mut failing_groups = 0u64;
-    let mut last_error: Option<String> = None;
-    let result: Result<(u64, bool), OrchestratorError> = 'outer: {
-        let mut step = start_step;
-        while step < o.steps {
+    /// The steps, each: gate on the served version, sweep stale work, collect, ship. Returns
+    /// the last step shipped and whether the hooks stopped the run.
+    async fn run(
+        &mut self,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<(u64, bool), OrchestratorError> {
+        let mut step = self.start_step;
+        while step < self.cfg.steps {
             step += 1;
-            let step_started = Instant::now();
-            let gate = (step - 1).saturating_sub(o.async_level);
-            let oldest = (step - 1).saturating_sub(o.max_off_policy_steps);
-            // 1. Gate (completions keep arriving meanwhile).
-            while loaded.load(Ordering::SeqCst) < gate {
-                if hooks.should_stop() {
-                    break 'outer Ok((step - 1, true));
-                }
-                if let Err(e) = inbox.wait(hooks).await {
-                    break 'outer Err(e);
-                }
+            let started = Instant::now();
+            if !self.gate(step, hooks).await? {
+                return Ok((step - 1, true));
             }
-            let wait_gate_s = step_started.elapsed().as_secs_f64();
-            tracing::debug!("step {step}: gate v{gate} passed after {wait_gate_s:.2} s");
-            // 2. Sweep stale work.
-            let mut counts = StepCounts::default();
-            inbox.flights.retain(|_, f| {
-                if f.version < oldest {
-                    f.handle.abort();
-                    counts.cancelled_groups += 1;
-                    false
-                } else {
-                    true
-                }
-            });
-            // 3. Collect.
+            let wait_gate_s = started.elapsed().as_secs_f64();
+            tracing::debug!("step {step}: gate passed after {wait_gate_s:.2} s");
+            self.sweep(step);
             let collect_started = Instant::now();
-            let mut chosen: Vec<Group> = Vec::new();
-            let mut filtered: Vec<Group> = Vec::new();
-            let resample = o.advantage.resample_zero_advantage;
-            loop {
-                // Without resampling, a step takes `needed` groups whatever their signal.
-                while chosen.len() < needed
-                    && (resample || chosen.len() + filtered.len() < needed)
-                    && let Some(g) = inbox.queue.pop_front()
-                {
-                    if g.version < oldest {
-                        counts.stale_groups += 1;
-                        counts.stale_rollouts += g.rollouts.len() as u64;
-                        continue;
-                    }
-                    counts.errors += g.advantages.iter().filter(|a| a.is_none()).count() as u64;
-                    if g.advantages.iter().all(Option::is_none) {
-                        failing_groups += 1;
-                        last_error = g
-                            .rollouts
-                            .iter()
-                            .find_map(|r| r.error.as_ref())
-                            .map(|e| format!("{}: {}", e.source, e.message));
-                    } else {
-                        failing_groups = 0;
-                    }
-                    if g.zero && o.advantage.filter_zero_advantage {
-                        counts.filtered_groups += 1;
-                        if resample && counts.filtered_groups.is_multiple_of(10 * needed as u64) {
-                            tracing::warn!(
-                                "step {step}: {} groups in a row had equal rewards; still resampling",
-                                counts.filtered_groups
-                            );
-                        }
-                        filtered.push(g);
-                    } else {
-                        chosen.push(g);
-                    }
-                }
-                if failing_groups >= MAX_FAILING_GROUPS {
-                    break 'outer Err(OrchestratorError::Rollouts(format!(
-                        "the last {failing_groups} groups failed entirely; last error: {}",
-                        last_error.clone().unwrap_or_default()
-                    )));
-                }
-                let accounted = if resample { chosen.len() } else { chosen.len() + filtered.len() };
-                if chosen.len() >= needed || (!resample && accounted >= needed) {
-                    break;
-                }
-                // Dispatch what is still missing (counting what is in flight or queued).
-                let still = needed - accounted;
-                let coming = inbox.flights.len() + inbox.queue.len();
-                let mut missing = still.saturating_sub(coming);
-                while missing > 0 && (inbox.flights.len() + 1) * o.group_size <= o.max_concurrent {
-                    let (env_index, example) = tasks.next_task();
-                    let env = tasks.envs()[env_index].env.clone();
-                    let version = loaded.load(Ordering::SeqCst);
-                    let lease = servers.lease();
-                    let sampling =
-                        o.sampling.params(Some(o.seed ^ tasks.state().draws.rotate_left(20)));
-                    let services = services.clone();
-                    let (group_size, adv_cfg) = (o.group_size as u32, o.advantage);
-                    let handle = inbox.in_flight.spawn(async move {
-                        let rollouts =
-                            env.run_group(&lease, &example, group_size, &sampling, &services).await;
-                        drop(lease);
-                        score_group(env_index, version, rollouts, &adv_cfg)
-                    });
-                    inbox.flights.insert(handle.id(), Flight { version, handle });
-                    missing -= 1;
-                }
-                if hooks.should_stop() {
-                    break 'outer Ok((step - 1, true));
-                }
-                if let Err(e) = inbox.wait(hooks).await {
-                    break 'outer Err(e);
-                }
+            if !self.collect(hooks).await? {
+                return Ok((step - 1, true));
             }
-            let collect_s = collect_started.elapsed().as_secs_f64();
-            // 4. Ship.
-            let ship = Ship {
-                step,
-                o,
-                counts: &counts,
-                wait_gate_s,
-                collect_s,
-                loaded: loaded.load(Ordering::SeqCst),
-            };
-            // Every group filtered: train on them anyway (their advantages are 0, so only the
-            // mismatch term acts) rather than stall the trainer.
-            if chosen.is_empty() {
-                tracing::warn!(
-                    "step {step}: every group had equal rewards; shipping them with zero advantage"
-                );
-                chosen = std::mem::take(&mut filtered);
-            }
-            match ship_step(&run, &ship, &chosen, &filtered, &envs) {
-                Ok(line) => {
-                    if let Err(e) = metrics::append(&inbox.metrics_path, &line) {
-                        break 'outer Err(e);
-                    }
-                    inbox.gauges.set_all(&line);
-                    hooks.on_step(&line);
-                }
-                Err(e) => break 'outer Err(e),
-            }
-            if let Err(e) = save_state(&run, step, tasks.state()) {
-                break 'outer Err(e);
-            }
-            tracing::debug!("step {step} shipped in {:.2} s", step_started.elapsed().as_secs_f64());
+            let timing = Timing { wait_gate_s, collect_s: collect_started.elapsed().as_secs_f64() };
+            self.ship(step, timing, hooks)?;
+            tracing::debug!("step {step} shipped in {:.2} s", started.elapsed().as_secs_f64());
         }
         Ok((step, false))
-    };
-    inbox.in_flight.abort_all();
-    let (steps, stopped) = match result {
-        Ok(v) => v,
-        Err(e) => {
-            watcher_task.abort();
-            return Err(e);
+    }
+
+    /// Waits until the servers hold weights v(step − 1 − async_level); false when stopped.
+    async fn gate(
+        &mut self,
+        step: u64,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<bool, OrchestratorError> {
+        let gate = (step - 1).saturating_sub(self.cfg.async_level);
+        while self.loaded.load(Ordering::SeqCst) < gate {
+            if hooks.should_stop() {
+                return Ok(false);
+            }
+            self.inbox.wait(hooks).await?;
         }
-    };
-    // Wait for the trainer's last weights (and their evaluation) unless stopping.
-    if !stopped {
-        let due_eval = o.eval.every > 0;
+        Ok(true)
+    }
+
+    /// Starts the step's collection: groups in flight since before the oldest version it allows
+    /// are cancelled.
+    fn sweep(&mut self, step: u64) {
+        let oldest = (step - 1).saturating_sub(self.cfg.max_off_policy_steps);
+        self.collector.begin(step, oldest);
+        let collector = &mut self.collector;
+        self.inbox.flights.retain(|_, f| {
+            let keep = collector.keep_flight(f.version);
+            if !keep {
+                f.handle.abort();
+            }
+            keep
+        });
+    }
+
+    /// Offers finished groups to the collector and starts what it asks for until the step has
+    /// its groups; false when stopped.
+    async fn collect(
+        &mut self,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<bool, OrchestratorError> {
         loop {
-            let have = loaded.load(Ordering::SeqCst);
-            let eval_done =
-                !due_eval || inbox.last_eval.get("step").and_then(Value::as_u64) == Some(o.steps);
-            if have >= o.steps && eval_done {
-                break;
+            while self.collector.wants()
+                && let Some(g) = self.inbox.queue.pop_front()
+            {
+                self.collector.offer(g)?;
+            }
+            match self.collector.decide(self.inbox.flights.len(), self.inbox.queue.len()) {
+                Decision::Ship => return Ok(true),
+                Decision::Dispatch(n) => (0..n).for_each(|_| self.dispatch()),
+                Decision::Wait => {}
             }
             if hooks.should_stop() {
-                break;
+                return Ok(false);
             }
-            match tokio::time::timeout(Duration::from_millis(100), inbox.events.recv()).await {
-                Ok(Some(ev)) => {
-                    if let Err(e) = inbox.handle(ev, hooks) {
-                        watcher_task.abort();
-                        return Err(e);
-                    }
-                }
-                Ok(None) => break,
+            self.inbox.wait(hooks).await?;
+        }
+    }
+
+    /// Starts one group on the next task, on the least-loaded server.
+    fn dispatch(&mut self) {
+        let o = self.cfg;
+        let (env_index, example) = self.tasks.next_task();
+        let env = self.tasks.envs()[env_index].env.clone();
+        let version = self.loaded.load(Ordering::SeqCst);
+        let lease = self.servers.lease();
+        let sampling = o.sampling.params(Some(o.seed ^ self.tasks.state().draws.rotate_left(20)));
+        let services = self.services.clone();
+        let (group_size, adv_cfg) = (o.group_size as u32, o.advantage);
+        let handle = self.inbox.in_flight.spawn(async move {
+            let rollouts = env.run_group(&lease, &example, group_size, &sampling, &services).await;
+            drop(lease);
+            score_group(env_index, version, rollouts, &adv_cfg)
+        });
+        self.inbox.flights.insert(handle.id(), Flight { version, handle });
+    }
+
+    /// Writes the step's batches, its metrics line, and the task position.
+    fn ship(
+        &mut self,
+        step: u64,
+        timing: Timing,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<(), OrchestratorError> {
+        let collected = self.collector.finish();
+        let loaded = self.loaded.load(Ordering::SeqCst);
+        let ship = Ship { step, o: self.cfg, counts: &collected.counts, timing, loaded };
+        let line = ship_step(&self.run, &ship, &collected.chosen, &collected.filtered, &self.envs)?;
+        metrics::append(&self.inbox.metrics_path, &line)?;
+        self.inbox.gauges.set_all(&line);
+        hooks.on_step(&line);
+        save_state(&self.run, step, self.tasks.state())
+    }
+
+    /// Ends the run: on success (not stopped), waits for the trainer's last weights and their
+    /// evaluation first.
+    async fn close(
+        mut self,
+        result: Result<(u64, bool), OrchestratorError>,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<Summary, OrchestratorError> {
+        self.inbox.in_flight.abort_all();
+        let outcome = match result {
+            Ok((steps, stopped)) if !stopped => {
+                self.last_weights(hooks).await.map(|()| (steps, stopped))
+            }
+            other => other,
+        };
+        self.watcher.abort();
+        let (steps, stopped) = outcome?;
+        Ok(Summary { steps, stopped, last_eval: self.inbox.last_eval })
+    }
+
+    /// Waits until the servers serve the last step's weights and, with evaluation on, that
+    /// version's evaluation is in (or the hooks stop it).
+    async fn last_weights(
+        &mut self,
+        hooks: &mut dyn OrchestratorHooks,
+    ) -> Result<(), OrchestratorError> {
+        let (steps, due_eval) = (self.cfg.steps, self.cfg.eval.every > 0);
+        loop {
+            let have = self.loaded.load(Ordering::SeqCst);
+            let evaluated = self.inbox.last_eval.get("step").and_then(Value::as_u64) == Some(steps);
+            if (have >= steps && (!due_eval || evaluated)) || hooks.should_stop() {
+                return Ok(());
+            }
+            match tokio::time::timeout(Duration::from_millis(100), self.inbox.events.recv()).await {
+                Ok(Some(ev)) => self.inbox.handle(ev, hooks)?,
+                Ok(None) => return Ok(()),
                 Err(_) => {}
             }
         }
     }
-    watcher_task.abort();
-    Ok(Summary { steps, stopped, last_eval: inbox.last_eval })
 }
 
-/// Groups in a row whose every rollout failed, after which the run stops (a broken server or
-/// reward function, not bad luck).
-const MAX_FAILING_GROUPS: u64 = 20;
+/// Each environment with its train examples and draw weight.
+fn task_envs(
+    cfg: &OrchestratorConfig,
+    envs: &[Arc<Environment>],
+) -> Result<Vec<TaskEnv>, OrchestratorError> {
+    envs.iter()
+        .zip(&cfg.env)
+        .map(|(env, c)| {
+            let examples = env
+                .examples(Split::Train)
+                .map_err(|e| OrchestratorError::Config(format!("env {}: {e}", c.id)))?;
+            if examples.is_empty() {
+                return Err(OrchestratorError::Config(format!("env {}: no train examples", c.id)));
+            }
+            Ok(TaskEnv { env: env.clone(), weight: c.weight, examples: Arc::new(examples) })
+        })
+        .collect()
+}
+
+/// How long a step waited at the gate and collected.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    wait_gate_s: f64,
+    collect_s: f64,
+}
 
 fn score_group(
     env: usize,
@@ -512,10 +523,13 @@ struct Ship<'a> {
     step: u64,
     o: &'a crate::config::LoopConfig,
     counts: &'a StepCounts,
-    wait_gate_s: f64,
-    collect_s: f64,
+    timing: Timing,
     loaded: u64,
 }
+
+/// The trainable samples of `groups`, the staleness of each (steps behind the trainer), and how
+/// many rollouts could not be trained on, by reason.
+type Samples = (Vec<TrainSample>, Vec<u64>, BTreeMap<&'static str, u64>);
 
 /// Writes the batch files and `STABLE`, and returns the step's metrics line.
 fn ship_step(
@@ -526,6 +540,18 @@ fn ship_step(
     envs: &[Arc<Environment>],
 ) -> Result<Map<String, Value>, OrchestratorError> {
     let (o, step) = (ship.o, ship.step);
+    let (samples, staleness, unusable) = samples_of(groups, o, step);
+    if samples.is_empty() {
+        return Err(OrchestratorError::Rollouts(format!(
+            "step {step}: no rollout can be trained on ({unusable:?}); check that the inference server returns token ids and that seq_len ({}) holds prompt + max_tokens",
+            o.seq_len
+        )));
+    }
+    let trained_tokens = write_batches(run, step, samples, o)?;
+    Ok(step_metrics(ship, groups, filtered, envs, (&staleness, &unusable, trained_tokens)))
+}
+
+fn samples_of(groups: &[Group], o: &crate::config::LoopConfig, step: u64) -> Samples {
     let mut unusable: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut samples: Vec<TrainSample> = Vec::new();
     let mut staleness: Vec<u64> = Vec::new();
@@ -548,12 +574,16 @@ fn ship_step(
             }
         }
     }
-    if samples.is_empty() {
-        return Err(OrchestratorError::Rollouts(format!(
-            "step {step}: no rollout can be trained on ({unusable:?}); check that the inference server returns token ids and that seq_len ({}) holds prompt + max_tokens",
-            o.seq_len
-        )));
-    }
+    (samples, staleness, unusable)
+}
+
+/// Packs `samples` into per-rank batch files, then `STABLE`; returns the tokens trained on.
+fn write_batches(
+    run: &Path,
+    step: u64,
+    samples: Vec<TrainSample>,
+    o: &crate::config::LoopConfig,
+) -> Result<u64, OrchestratorError> {
     let batches = build_batches(step, samples, o.seq_len, o.micro_batch_rows, o.world_size);
     let dir = run_dir::batch_dir(run, step);
     std::fs::create_dir_all(&dir).map_err(|e| io(&dir, &e))?;
@@ -566,7 +596,20 @@ fn ship_step(
             b.micro_batches.iter().flatten().map(|s| s.token_ids.len() as u64).sum::<u64>();
     }
     std::fs::write(dir.join(STABLE), b"").map_err(|e| io(&dir, &e))?;
+    Ok(trained_tokens)
+}
 
+/// The step's metrics line. `trained`: each sample's staleness, unusable rollouts by reason, and
+/// the tokens trained on.
+fn step_metrics(
+    ship: &Ship<'_>,
+    groups: &[Group],
+    filtered: &[Group],
+    envs: &[Arc<Environment>],
+    trained: (&[u64], &BTreeMap<&'static str, u64>, u64),
+) -> Map<String, Value> {
+    let (staleness, unusable, trained_tokens) = trained;
+    let step = ship.step;
     // Metrics over every rollout consumed this step (filtered groups included: their rewards are
     // part of what the policy does).
     let all: Vec<&Rollout> = groups.iter().chain(filtered).flat_map(|g| &g.rollouts).collect();
@@ -612,7 +655,7 @@ fn ship_step(
     line.insert("groups/cancelled".into(), json!(ship.counts.cancelled_groups));
     line.insert("rollouts/stale".into(), json!(ship.counts.stale_rollouts));
     line.insert("errors/count".into(), json!(ship.counts.errors));
-    for (k, v) in &unusable {
+    for (k, v) in unusable {
         line.insert(format!("dropped/{k}"), json!(v));
     }
     line.insert("seq_len/mean".into(), json!(mean_of(&seq_lens)));
@@ -625,13 +668,16 @@ fn ship_step(
     );
     line.insert("policy_version".into(), json!(ship.loaded));
     let generated: f64 = completion_tokens.iter().sum();
-    line.insert("throughput/tokens_per_s".into(), json!(generated / ship.collect_s.max(1e-9)));
+    line.insert(
+        "throughput/tokens_per_s".into(),
+        json!(generated / ship.timing.collect_s.max(1e-9)),
+    );
     line.insert("tokens/trained".into(), json!(trained_tokens));
-    line.insert("time/wait_gate".into(), json!(ship.wait_gate_s));
-    line.insert("time/collect".into(), json!(ship.collect_s));
+    line.insert("time/wait_gate".into(), json!(ship.timing.wait_gate_s));
+    line.insert("time/collect".into(), json!(ship.timing.collect_s));
     line.insert("time/generation_ms".into(), json!(generation_ms));
     line.insert("time/scoring_ms".into(), json!(scoring_ms));
-    Ok(line)
+    line
 }
 
 fn mean_of(v: &[f64]) -> f64 {
