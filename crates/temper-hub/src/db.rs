@@ -573,21 +573,6 @@ impl Db {
         rows.iter().map(env_row).collect::<Result<_, _>>().map_err(db_err)
     }
 
-    /// Every version of `owner/name`, oldest first by semver.
-    pub async fn versions(&self, owner: &str, name: &str) -> Result<Vec<VersionRow>, HubError> {
-        let rows = sqlx::query(
-            "SELECT owner, name, version, content_hash, archive_key, archive_bytes, files, readme, description, yanked, published_at FROM versions WHERE owner = $1 AND name = $2",
-        )
-        .bind(owner)
-        .bind(name)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
-        let mut out: Vec<VersionRow> = rows.iter().map(version_row).collect::<Result<_, _>>()?;
-        out.sort_by(|a, b| a.version.cmp(&b.version));
-        Ok(out)
-    }
-
     /// Every version of `owner/name` as listed, newest first by semver.
     pub async fn version_summaries(
         &self,
@@ -605,10 +590,8 @@ impl Db {
         let mut out = rows
             .iter()
             .map(|r| {
-                let text: String = r.try_get("version").map_err(db_err)?;
                 Ok(VersionSummary {
-                    version: Version::parse(&text)
-                        .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?,
+                    version: stored_version(r)?,
                     content_hash: r.try_get("content_hash").map_err(db_err)?,
                     archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,
                     yanked: r.try_get::<i64, _>("yanked").map_err(db_err)? != 0,
@@ -654,12 +637,7 @@ impl Db {
                 .await
                 .map_err(db_err)?;
         rows.iter()
-            .map(|r| {
-                let text: String = r.try_get("version").map_err(db_err)?;
-                let v = Version::parse(&text)
-                    .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?;
-                Ok((v, r.try_get::<i64, _>("yanked").map_err(db_err)? != 0))
-            })
+            .map(|r| Ok((stored_version(r)?, r.try_get::<i64, _>("yanked").map_err(db_err)? != 0)))
             .collect()
     }
 
@@ -715,14 +693,18 @@ fn env_row(r: &AnyRow) -> Result<EnvRow, sqlx::Error> {
     })
 }
 
-fn version_row(r: &AnyRow) -> Result<VersionRow, HubError> {
+/// The `version` column of a row, parsed.
+fn stored_version(r: &AnyRow) -> Result<Version, HubError> {
     let text: String = r.try_get("version").map_err(db_err)?;
+    Version::parse(&text).map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))
+}
+
+fn version_row(r: &AnyRow) -> Result<VersionRow, HubError> {
     let files: String = r.try_get("files").map_err(db_err)?;
     Ok(VersionRow {
         owner: r.try_get("owner").map_err(db_err)?,
         name: r.try_get("name").map_err(db_err)?,
-        version: Version::parse(&text)
-            .map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))?,
+        version: stored_version(r)?,
         content_hash: r.try_get("content_hash").map_err(db_err)?,
         archive_key: r.try_get("archive_key").map_err(db_err)?,
         archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,

@@ -227,7 +227,8 @@ async fn suite(cfg: HubConfig, work: &Path) {
     assert_eq!(db.counts().await.unwrap(), before);
     assert_eq!(s.hub.archives.list("tmp").await.unwrap(), Vec::<String>::new());
     // Every committed version has its archive.
-    for v in db.versions("alice", "hello").await.unwrap() {
+    for v in db.version_summaries("alice", "hello").await.unwrap() {
+        let v = db.version("alice", "hello", &v.version).await.unwrap().unwrap();
         assert!(s.hub.archives.exists(&v.archive_key).await.unwrap(), "{}", v.version);
     }
 
