@@ -152,7 +152,11 @@ impl HubClient {
         let text = resp.text().await.unwrap_or_default();
         let message = serde_json::from_str::<Value>(&text)
             .ok()
-            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+            .and_then(|v| {
+                let error = v.get("error")?;
+                // `{"error": {"code", "message"}}`; hubs before it answered `{"error": "…"}`.
+                error.get("message").unwrap_or(error).as_str().map(str::to_owned)
+            })
             .unwrap_or_else(|| text.chars().take(300).collect());
         Err(match status {
             StatusCode::UNAUTHORIZED => HubError::Unauthorized(message),

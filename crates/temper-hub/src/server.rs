@@ -20,7 +20,8 @@
 //! private ones are visible only to their owner (a token with `read` or `publish`); publishing and
 //! yanking need `publish` and happen only under the token's own namespace; managing tokens needs
 //! `tokens`, and a minted token never holds a scope its minter lacks. Errors are JSON
-//! `{"error": "…"}` with 400, 401, 403, 404, 409, 413, 422 or 429. Bodies are capped at the archive
+//! `{"error": {"code", "message"}}` with 400, 401, 403, 404, 409, 413, 422, 429 or 500 (whose
+//! message never holds paths, SQL or storage details: those go to the log). Bodies are capped at the archive
 //! limit; each client address gets a token bucket of requests.
 
 use std::net::{IpAddr, SocketAddr};
@@ -233,24 +234,45 @@ impl From<HubError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match &self.0 {
-            HubError::Invalid(_) => StatusCode::BAD_REQUEST,
-            HubError::Package(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            HubError::Conflict(_) => StatusCode::CONFLICT,
-            HubError::NotFound(_) => StatusCode::NOT_FOUND,
-            HubError::Forbidden(_) => StatusCode::FORBIDDEN,
-            HubError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        let (status, code) = match &self.0 {
+            HubError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
+            HubError::Package(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_package"),
+            HubError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            HubError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            HubError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            HubError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             HubError::Io { .. }
             | HubError::Database(_)
             | HubError::Storage(_)
             | HubError::HashMismatch { .. }
-            | HubError::Http(_) => {
-                tracing::error!("{}", self.0);
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            | HubError::Http(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        (status, axum::Json(json!({"error": self.0.to_string()}))).into_response()
+        // The log has the details; a response never carries paths, SQL or storage errors.
+        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!("{}", self.0);
+            "internal error; the hub's log has the details".to_owned()
+        } else {
+            self.0.to_string()
+        };
+        error_response(status, code, &message)
     }
+}
+
+/// `e` with its file named inside the package, not in this server's staging folder.
+fn inside_package(mut e: temper_envs::EnvError, root: &FsPath) -> temper_envs::EnvError {
+    use temper_envs::EnvError::{Config, Dataset, Io, Parse};
+    if let Dataset { path, .. } | Config { path, .. } | Parse { path, .. } | Io { path, .. } =
+        &mut e
+        && let Ok(inside) = path.strip_prefix(root)
+    {
+        *path = inside.to_owned();
+    }
+    e
+}
+
+/// The error shape of every route: `{"error": {"code", "message"}}`.
+fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response()
 }
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -297,13 +319,8 @@ async fn limit_rate(State(hub): State<Hub>, req: Request, next: Next) -> Respons
         .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
     if !hub.admit(ip) {
         hub.counters.limited.fetch_add(1, Ordering::Relaxed);
-        let mut resp = (
-            StatusCode::TOO_MANY_REQUESTS,
-            axum::Json(
-                json!({"error": format!("more than {} requests/s from {ip}", hub.cfg.rate_per_s)}),
-            ),
-        )
-            .into_response();
+        let message = format!("more than {} requests/s from {ip}", hub.cfg.rate_per_s);
+        let mut resp = error_response(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message);
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return resp;
     }
@@ -462,7 +479,8 @@ fn check_archive(bytes: &[u8], name: &str, limits: &Limits) -> Result<Checked, H
     let staging = tempfile::tempdir().map_err(|e| HubError::io(FsPath::new("/tmp"), e))?;
     let dir = staging.path().join("pkg");
     let unpacked = crate::archive::unpack(bytes, &dir, limits)?;
-    let manifest = temper_envs::package::read_manifest(&dir)?;
+    let manifest = temper_envs::package::read_manifest(&dir)
+        .map_err(|e| HubError::Package(inside_package(e, &dir)))?;
     if manifest.environment.name != name {
         return Err(HubError::invalid(format!(
             "environment.toml names `{}` but this is the URL of `{name}`",
@@ -674,4 +692,38 @@ async fn revoke_token(
         return Err(HubError::NotFound(format!("token {id}")).into());
     }
     Ok(axum::Json(json!({"revoked": id})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(e: HubError) -> (StatusCode, String) {
+        let resp = ApiError(e).into_response();
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn errors_have_one_shape_and_internal_ones_keep_their_details_in_the_log() {
+        let (status, body) = answer(HubError::NotFound("alice/nope".into())).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v, json!({"error": {"code": "not_found", "message": "not found: alice/nope"}}));
+        let internal = [
+            HubError::Database("SELECT hash FROM tokens WHERE id = $1: disk I/O error".into()),
+            HubError::io(FsPath::new("/srv/hub/archives/tmp/x"), std::io::Error::other("full")),
+            HubError::Storage("s3://bucket/secret-prefix: access denied".into()),
+        ];
+        for e in internal {
+            let (status, body) = answer(e).await;
+            assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["error"]["code"], "internal");
+            for leak in ["SELECT", "/srv", "s3://", "disk"] {
+                assert!(!body.contains(leak), "{body}");
+            }
+        }
+    }
 }

@@ -110,7 +110,7 @@ async fn suite(cfg: HubConfig, work: &Path) {
     let changed = package(&work.join("v1b"), "hello", "1.0.0", "# Hello, changed\n");
     let (status, body) = s.publish(Some(&alice), "alice/hello", changed, false).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("immutable"));
+    assert!(body["error"]["message"].as_str().unwrap().contains("immutable"));
 
     // Download round trip: the unpacked content has the published hash.
     let (status, archive) = s.bytes(None, "/api/v1/envs/alice/hello/versions/1.0.0/archive").await;
@@ -178,6 +178,20 @@ async fn suite(cfg: HubConfig, work: &Path) {
     // The manifest's name must be the URL's.
     let (status, body) = s.publish(Some(&bob), "bob/other-name", other.clone(), false).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "invalid", "{body}");
+    // A broken manifest is named inside the package, never by the server's staging path.
+    let broken = work.join("broken");
+    package(&broken, "broken", "1.0.0", "");
+    std::fs::write(broken.join("environment.toml"), "[environment\nname = ").unwrap();
+    let bytes = temper_hub::archive::pack(&broken, &Limits::default()).unwrap().bytes;
+    let (status, body) = s.publish(Some(&alice), "alice/broken", bytes, false).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_package")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("environment.toml:") && !message.contains("/tmp"), "{message}");
     // A revoked token stops working.
     assert!(db.revoke_token("bob", &bob_id).await.unwrap());
     assert_eq!(s.publish(Some(&bob), "bob/hello", other, false).await.0, StatusCode::UNAUTHORIZED);
@@ -223,7 +237,7 @@ async fn suite(cfg: HubConfig, work: &Path) {
     std::io::Write::write_all(&mut gz, &raw).unwrap();
     let (status, body) = s.publish(Some(&alice), "alice/evil", gz.finish().unwrap(), false).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("leaves its folder"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("leaves its folder"), "{body}");
     assert_eq!(db.counts().await.unwrap(), before);
     assert_eq!(s.hub.archives.list("tmp").await.unwrap(), Vec::<String>::new());
     // Every committed version has its archive.

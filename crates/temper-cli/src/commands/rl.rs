@@ -62,6 +62,14 @@ fn plan(path: &Path, sets: &[String]) -> anyhow::Result<Plan> {
             );
         }
     }
+    // One run directory for both roles: without [output], the RL default (the trainer's own
+    // default is SFT's folder, which would split the run in two).
+    if !table.contains_key("output") {
+        let dir = temper_orchestrator::config::OutputConfig::default().dir;
+        let mut output = Table::new();
+        output.insert("dir".into(), toml::Value::String(dir.to_string_lossy().into_owned()));
+        table.insert("output".into(), toml::Value::Table(output));
+    }
     let pick = |keys: &[&str]| -> Table {
         table
             .iter()
@@ -155,11 +163,12 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         let names: Vec<String> =
             envs.iter().map(|e| format!("{}@{}", e.info.name, e.info.version)).collect();
         println!(
-            "{file}: ok ({} steps, model {}{}, environments {})",
+            "{file}: ok ({} steps, model {}{}, environments {}, run directory {})",
             trainer.trainer.steps,
             model.display(),
             if model.exists() { "" } else { " from the warmup" },
-            names.join(", ")
+            names.join(", "),
+            trainer.output.dir.display()
         );
         return Ok(());
     }

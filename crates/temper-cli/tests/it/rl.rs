@@ -336,4 +336,20 @@ fn every_example_config_checks_and_a_bad_one_names_its_field() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("orchestrator.batch_size (10)"), "{err}");
     assert!(!tmp.path().join("run").exists(), "--check touches nothing");
+
+    // Without [output] both roles share the default run directory.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let (head, _) = text.split_once("[output]").unwrap();
+    let bare = tmp.path().join("no-output.toml");
+    std::fs::write(&bare, head).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .current_dir(tmp.path())
+        .arg("rl")
+        .arg(&bare)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("outputs/rl"), "{stderr}");
 }
