@@ -183,7 +183,7 @@ async fn suite(cfg: HubConfig, work: &Path) {
     let broken = work.join("broken");
     package(&broken, "broken", "1.0.0", "");
     std::fs::write(broken.join("environment.toml"), "[environment\nname = ").unwrap();
-    let bytes = temper_hub::archive::pack(&broken, &Limits::default()).unwrap().bytes;
+    let bytes = pack(&broken, &Limits::default()).unwrap().bytes;
     let (status, body) = s.publish(Some(&alice), "alice/broken", bytes, false).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
