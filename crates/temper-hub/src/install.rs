@@ -13,7 +13,8 @@
 //!    cross-checked first: the hub must record the same hash for that exact version, and the
 //!    download comes from where the hub says, never from the URL the lockfile holds; archives are
 //!    fetched only from under the hub's own URL;
-//! 4. records the result in the lockfile (the caller writes it).
+//! 4. records the result in the lockfile: the caller writes it, or [`install_locked`] does,
+//!    holding a lock on the project folder across read, install and write.
 
 use std::path::{Path, PathBuf};
 
@@ -219,6 +220,35 @@ async fn cross_check(client: &HubClient, locked: &Locked) -> Result<String, HubE
         )));
     }
     Ok(r.url)
+}
+
+/// [`install`] with `reference` pinned in the lockfile at `lock_path`: the lockfile is read,
+/// extended and written back (only if it changed) while an exclusive lock is held on the folder
+/// that holds it, so concurrent installs in one project (parallel evaluations, a launcher and a
+/// user) never lose each other's entries.
+pub async fn install_locked(
+    client: &HubClient,
+    store: &Store,
+    reference: &EnvRef,
+    lock_path: &Path,
+    limits: &Limits,
+) -> Result<Installed, HubError> {
+    let folder = lock_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let handle = std::fs::File::open(folder).map_err(|e| HubError::io(folder, e))?;
+    // Released when `_guard` drops, at the end of this call.
+    let _guard = tokio::task::spawn_blocking(move || {
+        nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)
+    })
+    .await
+    .map_err(|e| HubError::invalid(format!("locking {}: {e}", folder.display())))?
+    .map_err(|e| HubError::io(folder, e.into()))?;
+    let mut lock = Lockfile::read(lock_path)?;
+    let before = lock.clone();
+    let installed = install(client, store, reference, &mut lock, limits).await?;
+    if lock != before {
+        lock.write(lock_path)?;
+    }
+    Ok(installed)
 }
 
 /// Archives come only from under the hub's own URL.

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use archive::{Limits, Packed, Unpacked, pack, unpack, unpack_verified};
 pub use client::HubClient;
-pub use install::{Installed, Store, install};
+pub use install::{Installed, Store, install, install_locked};
 pub use lock::{LOCKFILE, Locked, Lockfile};
 pub use reference::{EnvRef, Wanted, resolve};
 

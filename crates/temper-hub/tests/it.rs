@@ -821,3 +821,36 @@ mod fuzz {
         assert_eq!(rt.block_on(s.get(None, "/health")).0, StatusCode::OK);
     }
 }
+
+/// Concurrent installs into one project through the library keep every entry of temper.lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_locked_installs_lose_no_lock_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start(HubConfig::new(tmp.path().join("data"))).await;
+    s.hub.db.add_user("alice").await.unwrap();
+    let (_, alice) = s.hub.db.create_token("alice", &[Scope::Publish], "").await.unwrap();
+    let names: Vec<String> = (0..8).map(|i| format!("env-{i}")).collect();
+    for n in &names {
+        let bytes = package(&tmp.path().join(n), n, "1.0.0", "");
+        let (status, body) = s.publish(Some(&alice), &format!("alice/{n}"), bytes, false).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let lock_path = project.join(temper_hub::LOCKFILE);
+    let client = temper_hub::HubClient::new(&s.url, None).unwrap();
+    let store = temper_hub::Store::new(tmp.path().join("store"));
+    let installs = names.iter().map(|n| {
+        let (client, store, lock_path) = (client.clone(), store.clone(), lock_path.clone());
+        let reference: temper_hub::EnvRef = format!("alice/{n}").parse().unwrap();
+        tokio::spawn(async move {
+            temper_hub::install_locked(&client, &store, &reference, &lock_path, &Limits::default())
+                .await
+        })
+    });
+    for done in futures::future::join_all(installs).await {
+        done.unwrap().unwrap();
+    }
+    let lock = temper_hub::Lockfile::read(&lock_path).unwrap();
+    assert_eq!(lock.env.len(), 8, "{lock:?}");
+}

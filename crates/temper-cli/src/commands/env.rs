@@ -139,26 +139,9 @@ async fn install_one(
     reference: &EnvRef,
     lock_path: &Path,
 ) -> anyhow::Result<temper_hub::Installed> {
-    // One install at a time per project: the lockfile is read, extended and written back
-    // whole, so concurrent runs (parallel evals) must not interleave. The lock is on the
-    // folder that holds temper.lock, released when `_guard` drops.
-    let folder = lock_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let handle = std::fs::File::open(folder)
-        .with_context(|| format!("cannot open {} to lock it", folder.display()))?;
-    let _guard = tokio::task::spawn_blocking(move || {
-        nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)
-    })
-    .await?
-    .with_context(|| format!("cannot lock {}", folder.display()))?;
-    let mut lock = Lockfile::read(lock_path)?;
-    let before = lock.clone();
-    let installed = temper_hub::install(client, store, reference, &mut lock, &Limits::default())
+    temper_hub::install_locked(client, store, reference, lock_path, &Limits::default())
         .await
-        .with_context(|| format!("cannot install {reference}"))?;
-    if lock != before {
-        lock.write(lock_path)?;
-    }
-    Ok(installed)
+        .with_context(|| format!("cannot install {reference}"))
 }
 
 fn describe(i: &temper_hub::Installed) -> String {
