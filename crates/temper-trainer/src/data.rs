@@ -185,36 +185,3 @@ pub fn tokenize(
         }
     }
 }
-
-/// Records made from an environment's examples: the environment's prompt (system prompt
-/// included) and an assistant reply written from `completion_template`, where `{answer}` stands
-/// for the example's reference answer.
-pub fn records_from_env(
-    env: &temper_envs::Environment,
-    split: temper_envs::Split,
-    completion_template: &str,
-    limit: usize,
-) -> Result<Vec<Record>, String> {
-    let mut examples = env.examples(split).map_err(|e| e.to_string())?;
-    if limit > 0 {
-        examples.truncate(limit);
-    }
-    examples
-        .iter()
-        .map(|ex| {
-            let mut messages: Vec<Value> = env
-                .prompt_for(ex)
-                .iter()
-                .map(|m| serde_json::to_value(m).map_err(|e| e.to_string()))
-                .collect::<Result<_, _>>()?;
-            let mut reply = Map::new();
-            reply.insert("role".into(), "assistant".into());
-            reply.insert(
-                "content".into(),
-                completion_template.replace("{answer}", &ex.answer).into(),
-            );
-            messages.push(Value::Object(reply));
-            Ok(Record::Messages(messages))
-        })
-        .collect()
-}

@@ -8,7 +8,9 @@
 //!   `temper_model::train` on f32 CPU weights, else candle's autograd), optionally recomputing
 //!   blocks.
 //! - [`step`]: one optimizer step over micro-batches and ranks ([`Trainer`]).
-//! - [`sft`]: the `temper sft` loop; [`data`] and [`pack`] prepare its batches.
+//! - [`sft`]: the `temper sft` loop; [`data`] and [`pack`] prepare its batches. It trains on
+//!   records it is given ([`sft::Records`]: from `[data]`'s files, or made by the caller from an
+//!   environment's examples; the trainer does not load environments).
 //! - [`rl`]: the RL trainer role (`temper trainer`), fed batches through the run directory.
 //! - [`checkpoint`]: saving and resuming.
 //! - [`collective`]: summing across data-parallel ranks.

@@ -267,61 +267,45 @@ pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), Trai
     std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
 }
 
-/// The environment of `data.env`, loaded with the data options (seed, size, system prompt).
-pub fn load_env(data: &DataConfig) -> Result<temper_envs::Environment, TrainError> {
-    let name =
-        data.env.as_deref().ok_or_else(|| TrainError::Config("data.env is not set".into()))?;
-    let options = temper_envs::LoadOptions {
-        seed: data.env_seed,
-        train_size: data.train_size,
-        ..Default::default()
-    };
-    let mut env = temper_envs::load(name, &options)
-        .map_err(|e| TrainError::Config(format!("data.env `{name}`: {e}")))?;
-    if let Some(prompt) = &data.system_prompt {
-        env.system_prompt = if prompt.is_empty() { None } else { Some(prompt.clone()) };
-    }
-    Ok(env)
+/// The records SFT trains and validates on, before tokenization. [`read_records`] makes them
+/// from `[data]`'s files; a caller that knows environments makes them from `data.env` (the
+/// trainer does not load environments).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Records {
+    /// Trained on.
+    pub train: Vec<Record>,
+    /// Held out (validation loss).
+    pub validation: Vec<Record>,
 }
 
-/// Loads and tokenizes the train and validation samples. Returns them with the count of
-/// training samples cut to `seq_len`.
+/// The records of `data.train` and `data.validation` (its first `validation_size`, when set).
+/// A config that names `data.env` instead is refused: its records come from the caller.
+pub fn read_records(data: &DataConfig) -> Result<Records, TrainError> {
+    let Some(path) = &data.train else {
+        return Err(TrainError::Config(match &data.env {
+            Some(env) => format!("data.env `{env}`: environment records are made by the caller"),
+            None => "[data] names no data".into(),
+        }));
+    };
+    let train = data::read_jsonl(path).map_err(TrainError::Data)?;
+    let mut validation = match &data.validation {
+        Some(p) => data::read_jsonl(p).map_err(TrainError::Data)?,
+        None => Vec::new(),
+    };
+    if data.validation_size > 0 {
+        validation.truncate(data.validation_size);
+    }
+    Ok(Records { train, validation })
+}
+
+/// Tokenizes the train and validation records. Returns the samples with the count of training
+/// samples cut to `seq_len`.
 pub fn load_samples(
     cfg: &SftConfig,
     policy: &Policy,
+    records: &Records,
 ) -> Result<(Vec<Sample>, Vec<Sample>, usize), TrainError> {
-    let (train, validation): (Vec<Record>, Vec<Record>) = match (&cfg.data.env, &cfg.data.train) {
-        (Some(_), _) => {
-            let env = load_env(&cfg.data)?;
-            let t = data::records_from_env(
-                &env,
-                temper_envs::Split::Train,
-                &cfg.data.completion_template,
-                0,
-            )
-            .map_err(TrainError::Data)?;
-            let v = data::records_from_env(
-                &env,
-                temper_envs::Split::Eval,
-                &cfg.data.completion_template,
-                cfg.data.validation_size,
-            )
-            .map_err(TrainError::Data)?;
-            (t, v)
-        }
-        (None, Some(path)) => {
-            let t = data::read_jsonl(path).map_err(TrainError::Data)?;
-            let mut v = match &cfg.data.validation {
-                Some(p) => data::read_jsonl(p).map_err(TrainError::Data)?,
-                None => Vec::new(),
-            };
-            if cfg.data.validation_size > 0 {
-                v.truncate(cfg.data.validation_size);
-            }
-            (t, v)
-        }
-        (None, None) => return Err(TrainError::Config("[data] names no data".into())),
-    };
+    let (train, validation) = (&records.train, &records.validation);
     let mut truncated = 0;
     let mut tokenize = |records: &[Record], what: &str| -> Result<Vec<Sample>, TrainError> {
         let mut out = Vec::with_capacity(records.len());
@@ -339,8 +323,8 @@ pub fn load_samples(
         }
         Ok(out)
     };
-    let train = tokenize(&train, "train")?;
-    let validation = tokenize(&validation, "validation")?;
+    let train = tokenize(train, "train")?;
+    let validation = tokenize(validation, "validation")?;
     if train.is_empty() {
         return Err(TrainError::Data("no training sample has a token to learn".into()));
     }
@@ -462,11 +446,12 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<(), TrainError> {
     std::fs::write(path, kept).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
 }
 
-/// Runs SFT. `policy` must be built from `cfg.model`; on `resume` the newest complete
-/// checkpoint of the run directory is loaded into it first.
+/// Runs SFT on `records`. `policy` must be built from `cfg.model`; on `resume` the newest
+/// complete checkpoint of the run directory is loaded into it first.
 pub fn run(
     cfg: &SftConfig,
     policy: Policy,
+    records: &Records,
     collective: &dyn Collective,
     hooks: &mut dyn SftHooks,
     resume: bool,
@@ -476,7 +461,7 @@ pub fn run(
     let ckpt_root = dir.join("checkpoints");
     let metrics_path = dir.join("metrics.jsonl");
     let is_lead = collective.rank() == 0;
-    let (train, validation, truncated) = load_samples(cfg, &policy)?;
+    let (train, validation, truncated) = load_samples(cfg, &policy, records)?;
     let info = RunInfo {
         train_samples: train.len(),
         validation_samples: validation.len(),

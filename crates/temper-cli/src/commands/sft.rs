@@ -33,10 +33,14 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     std::fs::write(dir.join("config.toml"), &resolved)
         .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
 
-    let env = match &cfg.data.env {
-        Some(_) if cfg.eval.num_examples > 0 => Some(sft::load_env(&cfg.data)?),
-        _ => None,
+    // Records from the environment's examples, or from [data]'s files.
+    let env = cfg.data.env.as_ref().map(|_| load_env(&cfg.data)).transpose()?;
+    let records = match &env {
+        Some(env) => env_records(env, &cfg.data)?,
+        None => sft::read_records(&cfg.data)?,
     };
+    // The environment also scores evaluations, when there are any.
+    let env = env.filter(|_| cfg.eval.num_examples > 0);
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -51,7 +55,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let policy = cfg.model.build(&device)?;
         let mut hooks = CliHooks::new(&cfg, env, dir, handle, stop);
-        let out = sft::run(&cfg, policy, &Single, &mut hooks, args.resume);
+        let out = sft::run(&cfg, policy, &records, &Single, &mut hooks, args.resume);
         hooks.bar.finish_and_clear();
         Ok((out?, hooks.stopped_at))
     })
@@ -75,6 +79,50 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     }
     println!("model: {}", summary.export_dir.display());
     Ok(())
+}
+
+/// The environment of `data.env`, loaded with the data options (seed, size, system prompt).
+fn load_env(data: &sft::DataConfig) -> anyhow::Result<Environment> {
+    let name = data.env.as_deref().context("data.env is not set")?;
+    let options =
+        LoadOptions { seed: data.env_seed, train_size: data.train_size, ..Default::default() };
+    let mut env =
+        temper_envs::load(name, &options).with_context(|| format!("data.env `{name}`"))?;
+    if let Some(prompt) = &data.system_prompt {
+        env.system_prompt = if prompt.is_empty() { None } else { Some(prompt.clone()) };
+    }
+    Ok(env)
+}
+
+/// SFT records made from an environment's examples: the environment's prompt (system prompt
+/// included) and an assistant reply written from `data.completion_template`, where `{answer}`
+/// stands for the example's reference answer; validation takes the first `validation_size`
+/// held-out examples (all when 0).
+fn env_records(env: &Environment, data: &sft::DataConfig) -> anyhow::Result<sft::Records> {
+    let records =
+        |split: Split, limit: usize| -> anyhow::Result<Vec<temper_trainer::data::Record>> {
+            let mut examples = env.examples(split)?;
+            if limit > 0 {
+                examples.truncate(limit);
+            }
+            examples
+                .iter()
+                .map(|ex| {
+                    let mut messages: Vec<serde_json::Value> = env
+                        .prompt_for(ex)
+                        .iter()
+                        .map(serde_json::to_value)
+                        .collect::<Result<_, _>>()?;
+                    let reply = data.completion_template.replace("{answer}", &ex.answer);
+                    messages.push(serde_json::json!({"role": "assistant", "content": reply}));
+                    Ok(temper_trainer::data::Record::Messages(messages))
+                })
+                .collect()
+        };
+    Ok(sft::Records {
+        train: records(Split::Train, 0)?,
+        validation: records(Split::Eval, data.validation_size)?,
+    })
 }
 
 struct CliHooks {

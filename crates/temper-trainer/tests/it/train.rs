@@ -396,13 +396,29 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
     // Uninterrupted: 8 steps.
     let ca = config(a.path(), 8);
     sft::prepare_run_dir(&ca.output.dir, false, false).unwrap();
-    let sa = sft::run(&ca, build(&ca), &Single, &mut NoHooks, false).unwrap();
+    let sa = sft::run(
+        &ca,
+        build(&ca),
+        &sft::read_records(&ca.data).unwrap(),
+        &Single,
+        &mut NoHooks,
+        false,
+    )
+    .unwrap();
     // Stopped after step 5 (which checkpoints it); then, as if it had crashed instead, that
     // checkpoint is deleted and a partial metrics line added: the run resumes from step 3 and
     // forgets the metrics of steps 4 and 5.
     let cb = config(b.path(), 8);
     sft::prepare_run_dir(&cb.output.dir, false, false).unwrap();
-    sft::run(&cb, build(&cb), &Single, &mut StopAfter(5), false).unwrap();
+    sft::run(
+        &cb,
+        build(&cb),
+        &sft::read_records(&cb.data).unwrap(),
+        &Single,
+        &mut StopAfter(5),
+        false,
+    )
+    .unwrap();
     let ckpts = b.path().join("run/checkpoints");
     assert_eq!(temper_trainer::checkpoint::list(&ckpts).unwrap(), [3, 5]);
     std::fs::remove_dir_all(ckpts.join("step_5")).unwrap();
@@ -420,7 +436,15 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
         "a used run dir needs --resume"
     );
     sft::prepare_run_dir(&cb.output.dir, true, false).unwrap();
-    let sb = sft::run(&cb, build(&cb), &Single, &mut NoHooks, true).unwrap();
+    let sb = sft::run(
+        &cb,
+        build(&cb),
+        &sft::read_records(&cb.data).unwrap(),
+        &Single,
+        &mut NoHooks,
+        true,
+    )
+    .unwrap();
     let (la, lb) = (losses(a.path()), losses(b.path()));
     assert_eq!(la.len(), 8);
     assert_eq!(la, lb, "loss curves differ");
