@@ -330,41 +330,16 @@ fn unpack_into(
                     return Err(bad(format!("{rel:?} appears twice")));
                 }
                 let path = root.join(rel_trimmed);
-                if let Some(dir) = path.parent() {
-                    fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
-                }
-                // Count what is read, not what the header claims.
                 let left = limits.max_unpacked_bytes - total;
-                let mut out = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(|e| HubError::io(&path, e))?;
-                let mut buf = [0u8; 64 << 10];
-                let mut sha = Sha256::new();
-                let mut size = 0u64;
-                let mut reader = (&mut entry).take(left + 1);
-                loop {
-                    let n = reader.read(&mut buf).map_err(|e| bad(e.to_string()))?;
-                    if n == 0 {
-                        break;
+                let (bytes, sha256) = write_file(&mut entry, &path, left).map_err(|e| match e {
+                    WriteError::TooBig => {
+                        bad(format!("it expands past {} bytes", limits.max_unpacked_bytes))
                     }
-                    total += n as u64;
-                    if total > limits.max_unpacked_bytes {
-                        return Err(bad(format!(
-                            "it expands past {} bytes",
-                            limits.max_unpacked_bytes
-                        )));
-                    }
-                    out.write_all(&buf[..n]).map_err(|e| HubError::io(&path, e))?;
-                    sha.update(&buf[..n]);
-                    size += n as u64;
-                }
-                files.push(FileEntry {
-                    path: rel_trimmed.to_owned(),
-                    bytes: size,
-                    sha256: hex::encode(sha.finalize()),
-                });
+                    WriteError::Read(e) => bad(e.to_string()),
+                    WriteError::Write(e) => HubError::io(&path, e),
+                })?;
+                total += bytes;
+                files.push(FileEntry { path: rel_trimmed.to_owned(), bytes, sha256 });
             }
             other => {
                 let what = match other {
@@ -383,6 +358,43 @@ fn unpack_into(
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, total))
+}
+
+/// Why [`write_file`] stopped.
+enum WriteError {
+    /// More than the bytes left of the package's budget.
+    TooBig,
+    /// The archive could not be read.
+    Read(std::io::Error),
+    /// The file could not be written.
+    Write(std::io::Error),
+}
+
+/// Writes `data` to a new file at `path`, refusing it past `left` bytes; counts what is read,
+/// not what the header claims. Returns its size and SHA-256 hex.
+fn write_file(data: &mut impl Read, path: &Path, left: u64) -> Result<(u64, String), WriteError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(WriteError::Write)?;
+    }
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(WriteError::Write)?;
+    let (mut buf, mut sha, mut size) = ([0u8; 64 << 10], Sha256::new(), 0u64);
+    let mut reader = data.take(left + 1);
+    loop {
+        let n = reader.read(&mut buf).map_err(WriteError::Read)?;
+        if n == 0 {
+            return Ok((size, hex::encode(sha.finalize())));
+        }
+        size += n as u64;
+        if size > left {
+            return Err(WriteError::TooBig);
+        }
+        out.write_all(&buf[..n]).map_err(WriteError::Write)?;
+        sha.update(&buf[..n]);
+    }
 }
 
 /// The path a GNU long-name entry holds: at most one path's bytes and its NUL, read whole only
