@@ -249,7 +249,10 @@ pub fn stream_budget(limits: &Limits) -> u64 {
     let long_name = (limits.max_path_bytes as u64 + 1).div_ceil(BLOCK) * BLOCK;
     let per_entry = 2 * BLOCK + long_name + 2 * BLOCK;
     let entries = limits.max_files as u64 + 1;
-    limits.max_unpacked_bytes.saturating_add(entries.saturating_mul(per_entry)) + 20 * BLOCK
+    limits
+        .max_unpacked_bytes
+        .saturating_add(entries.saturating_mul(per_entry))
+        .saturating_add(20 * BLOCK)
 }
 
 /// A reader that fails once more than `left` bytes have been read through it.
@@ -382,7 +385,7 @@ fn write_file(data: &mut impl Read, path: &Path, left: u64) -> Result<(u64, Stri
         .open(path)
         .map_err(WriteError::Write)?;
     let (mut buf, mut sha, mut size) = ([0u8; 64 << 10], Sha256::new(), 0u64);
-    let mut reader = data.take(left + 1);
+    let mut reader = data.take(left.saturating_add(1));
     loop {
         let n = reader.read(&mut buf).map_err(WriteError::Read)?;
         if n == 0 {

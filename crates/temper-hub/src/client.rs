@@ -112,8 +112,15 @@ impl HubClient {
         &self.base
     }
 
-    /// Whether `url` is under this hub's base URL (the only place the token is sent, and the
-    /// only place archives are downloaded from by an install).
+    /// Where this hub serves the archive of `reference` at `version`.
+    pub fn archive_url(&self, reference: &EnvRef, version: &semver::Version) -> String {
+        format!(
+            "{}/api/v1/envs/{}/{}/versions/{version}/archive",
+            self.base, reference.owner, reference.name
+        )
+    }
+
+    /// Whether `url` is under this hub's base URL (the only place the token is sent).
     pub fn is_own_url(&self, url: &str) -> bool {
         url.strip_prefix(&self.base).is_some_and(|rest| rest.starts_with('/'))
     }

@@ -348,13 +348,28 @@ impl Db {
             return Ok(None);
         }
         let row = sqlx::query(
-            "SELECT id, user_name, scopes FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
+            "SELECT id, user_name, scopes, parent_id FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
         )
         .bind(sha256_hex(secret.as_bytes()))
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err)?;
         let Some(row) = row else { return Ok(None) };
+        // Every ancestor must be live too: a token minted while its parent was being revoked
+        // (a race the cascade in `revoke_token` can miss) dies with it all the same.
+        let mut parent: Option<String> = row.try_get("parent_id").map_err(db_err)?;
+        while let Some(id) = parent {
+            let up = sqlx::query("SELECT parent_id, revoked_at FROM tokens WHERE id = $1")
+                .bind(&id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_err)?;
+            let Some(up) = up else { return Ok(None) };
+            if up.try_get::<Option<i64>, _>("revoked_at").map_err(db_err)?.is_some() {
+                return Ok(None);
+            }
+            parent = up.try_get("parent_id").map_err(db_err)?;
+        }
         let scopes: String = row.try_get("scopes").map_err(db_err)?;
         Ok(Some(Principal {
             user: row.try_get("user_name").map_err(db_err)?,

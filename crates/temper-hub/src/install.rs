@@ -11,8 +11,8 @@
 //! 3. otherwise downloads the archive and unpacks it only if its content hashes to the pinned
 //!    value: a lockfile's hash, or the hub's record for a fresh resolution. A lockfile entry is
 //!    cross-checked first: the hub must record the same hash for that exact version, and the
-//!    download comes from where the hub says, never from the URL the lockfile holds; archives are
-//!    fetched only from under the hub's own URL;
+//!    archive is fetched from the hub the client talks to, never from a URL the lockfile (or an
+//!    answer) names;
 //! 4. records the result in the lockfile: the caller writes it, or [`install_locked`] does,
 //!    holding a lock on the project folder across read, install and write.
 
@@ -168,11 +168,13 @@ pub async fn install(
         false
     } else {
         if from_lock {
-            // The lockfile is the user's file, not the hub's word: its URL is never fetched,
-            // and its hash must be what the hub records for that exact version.
-            target.url = cross_check(client, &target).await?;
+            // The lockfile is the user's file, not the hub's word: its hash must be what the
+            // hub records for that exact version.
+            cross_check(client, &target).await?;
         }
-        check_own(client, &target.url, &format!("{name}@{}", target.version))?;
+        // Fetched from the hub this client talks to, never from a URL a lockfile or an answer
+        // names (nor one built from the Host header a proxy rewrote).
+        target.url = client.archive_url(reference, &target.version);
         let bytes = client.download(&target.url, limits.max_archive_bytes).await?;
         let (dest, expected, limits) = (dir.clone(), target.content_hash.clone(), *limits);
         let unpacked = tokio::task::spawn_blocking(move || {
@@ -202,7 +204,7 @@ pub async fn install(
 
 /// The hub's record of the locked version must carry the locked hash; returns where the hub
 /// says its archive is.
-async fn cross_check(client: &HubClient, locked: &Locked) -> Result<String, HubError> {
+async fn cross_check(client: &HubClient, locked: &Locked) -> Result<(), HubError> {
     let exact = EnvRef { wanted: Wanted::Exact(locked.version.clone()), ..locked.name.parse()? };
     let r = client.resolve(&exact).await?;
     if r.version != locked.version || r.content_hash != locked.content_hash {
@@ -219,7 +221,7 @@ async fn cross_check(client: &HubClient, locked: &Locked) -> Result<String, HubE
             r.content_hash
         )));
     }
-    Ok(r.url)
+    Ok(())
 }
 
 /// [`install`] with `reference` pinned in the lockfile at `lock_path`: the lockfile is read,
@@ -251,18 +253,6 @@ pub async fn install_locked(
     Ok(installed)
 }
 
-/// Archives come only from under the hub's own URL.
-fn check_own(client: &HubClient, url: &str, what: &str) -> Result<(), HubError> {
-    if client.is_own_url(url) {
-        return Ok(());
-    }
-    Err(HubError::Http(format!(
-        "{} gave {url} as the archive of {what}, which is not under it; refusing to download \
-         from another host",
-        client.base_url()
-    )))
-}
-
 /// An installed folder must still hold what was pinned.
 fn check_installed(dir: &Path, expected: &str) -> Result<(), HubError> {
     let actual = temper_envs::package::content_hash(dir)?;
@@ -285,8 +275,9 @@ pub async fn pull(
     limits: &Limits,
 ) -> Result<crate::client::Resolved, HubError> {
     let r = client.resolve(reference).await?;
-    check_own(client, &r.url, &reference.to_string())?;
-    let bytes = client.download(&r.url, limits.max_archive_bytes).await?;
+    let bytes = client
+        .download(&client.archive_url(reference, &r.version), limits.max_archive_bytes)
+        .await?;
     let (to, expected, limits) = (dest.to_owned(), r.content_hash.clone(), *limits);
     tokio::task::spawn_blocking(move || {
         crate::archive::unpack_verified(&bytes, &to, &limits, &expected)

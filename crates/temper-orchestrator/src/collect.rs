@@ -127,14 +127,13 @@ impl Collector {
             && (self.policy.resample || chosen + filtered < self.policy.needed)
     }
 
-    /// Takes a finished group into the step (or drops it as stale). Fails when the failing
-    /// streak reaches [`MAX_FAILING_GROUPS`].
-    pub fn offer(&mut self, g: Group) -> Result<(), OrchestratorError> {
+    /// Takes a finished group into the step (or drops it as stale).
+    pub fn offer(&mut self, g: Group) {
         let counts = &mut self.step.counts;
         if g.version < self.oldest {
             counts.stale_groups += 1;
             counts.stale_rollouts += g.rollouts.len() as u64;
-            return Ok(());
+            return;
         }
         counts.errors += g.advantages.iter().filter(|a| a.is_none()).count() as u64;
         if g.advantages.iter().all(Option::is_none) {
@@ -146,13 +145,6 @@ impl Collector {
                 .map(|e| format!("{}: {}", e.source, e.message));
         } else {
             self.failing = 0;
-        }
-        if self.failing >= MAX_FAILING_GROUPS {
-            return Err(OrchestratorError::Rollouts(format!(
-                "the last {} groups failed entirely; last error: {}",
-                self.failing,
-                self.last_error.as_deref().unwrap_or_default()
-            )));
         }
         if g.zero && self.policy.filter_zero {
             counts.filtered_groups += 1;
@@ -168,7 +160,20 @@ impl Collector {
         } else {
             self.step.chosen.push(g);
         }
-        Ok(())
+    }
+
+    /// Fails when the last [`MAX_FAILING_GROUPS`] groups offered failed entirely; asked after
+    /// the loop has offered every finished group it had, so one that succeeded among them
+    /// resets the streak first.
+    pub fn check(&self) -> Result<(), OrchestratorError> {
+        if self.failing < MAX_FAILING_GROUPS {
+            return Ok(());
+        }
+        Err(OrchestratorError::Rollouts(format!(
+            "the last {} groups failed entirely; last error: {}",
+            self.failing,
+            self.last_error.as_deref().unwrap_or_default()
+        )))
     }
 
     /// What to do with `in_flight` groups running and `queued` finished but not yet offered.
@@ -255,7 +260,7 @@ mod tests {
         while c.wants()
             && let Some(g) = queue.pop_front()
         {
-            c.offer(g).expect("no failing streak");
+            c.offer(g);
         }
         let d = c.decide(in_flight, queue.len());
         (d, c.step.counts, c.step.chosen.len(), c.step.filtered.len(), queue.len())
@@ -309,7 +314,7 @@ mod tests {
     fn queued_groups_are_counted_before_dispatching_more() {
         let mut c = Collector::new(Policy { needed: 4, ..POLICY });
         c.begin(1, 0);
-        c.offer(group(0, 4, false)).unwrap();
+        c.offer(group(0, 4, false));
         // 3 missing; 2 finished groups wait in the queue and 1 is in flight: none to start.
         assert_eq!(c.decide(1, 2), Decision::Wait);
         assert_eq!(c.decide(0, 1), Decision::Dispatch(2));
@@ -332,25 +337,31 @@ mod tests {
         let mut c = Collector::new(Policy { needed: 100, ..POLICY });
         c.begin(1, 0);
         for _ in 0..MAX_FAILING_GROUPS - 1 {
-            c.offer(group(0, 0, true)).unwrap();
+            c.offer(group(0, 0, true));
         }
-        c.offer(group(0, 1, true)).unwrap();
+        c.check().unwrap();
+        c.offer(group(0, 1, true));
         // The streak carries across steps.
-        c.begin(1, 0);
+        c.begin(2, 0);
         for _ in 0..MAX_FAILING_GROUPS - 1 {
-            c.offer(group(0, 0, true)).unwrap();
+            c.offer(group(0, 0, true));
         }
-        let err = c.offer(group(0, 0, true)).unwrap_err().to_string();
+        c.check().unwrap();
+        c.offer(group(0, 0, true));
+        let err = c.check().unwrap_err().to_string();
         assert!(err.contains("the last 20 groups failed entirely"), "{err}");
         assert!(err.contains("last error: model: unreachable"), "{err}");
+        // One success among the groups offered in the same pass resets it before the check.
+        c.offer(group(0, 4, false));
+        c.check().unwrap();
     }
 
     #[test]
     fn a_step_of_only_equal_rewards_ships_them() {
         let mut c = Collector::new(Policy { resample: false, ..POLICY });
         c.begin(1, 0);
-        c.offer(group(0, 4, true)).unwrap();
-        c.offer(group(0, 4, true)).unwrap();
+        c.offer(group(0, 4, true));
+        c.offer(group(0, 4, true));
         assert_eq!(c.decide(0, 0), Decision::Ship);
         let step = c.finish();
         assert_eq!(

@@ -323,8 +323,9 @@ impl<'a> Orchestrator<'a> {
             while self.collector.wants()
                 && let Some(g) = self.inbox.queue.pop_front()
             {
-                self.collector.offer(g)?;
+                self.collector.offer(g);
             }
+            self.collector.check()?;
             match self.collector.decide(self.inbox.flights.len(), self.inbox.queue.len()) {
                 Decision::Ship => return Ok(true),
                 Decision::Dispatch(n) => (0..n).for_each(|_| self.dispatch()),

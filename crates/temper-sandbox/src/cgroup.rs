@@ -67,17 +67,23 @@ fn sweep(parent: &str, unified: Option<&str>) {
         if Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        if let Some(unified) = unified {
-            let _ = fs::write(format!("{unified}/{name}/cgroup.kill"), "1");
-        } else {
-            let _ = fs::write(entry.path().join("cgroup.kill"), "1");
+        remove_group(&entry.path(), unified);
+    }
+}
+
+/// Kills what is left in the slot group at `path` (through its `unified` twin on hybrid
+/// layouts) and removes it, retrying briefly while the last processes exit.
+fn remove_group(path: &Path, unified: Option<&str>) {
+    let kill = match (unified, path.file_name()) {
+        (Some(unified), Some(name)) => Path::new(unified).join(name).join("cgroup.kill"),
+        _ => path.join("cgroup.kill"),
+    };
+    let _ = fs::write(kill, "1");
+    for _ in 0..100 {
+        if fs::remove_dir(path).is_ok() {
+            break;
         }
-        for _ in 0..100 {
-            if fs::remove_dir(entry.path()).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -107,14 +113,15 @@ pub fn reap_after(supervisor: u32) {
         let unified = Path::new(&parents[4]).is_dir().then(|| parents[4].clone());
         let mut left = 0;
         for parent in &parents {
-            sweep(parent, unified.as_deref());
-            left += fs::read_dir(parent)
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                        .count()
-                })
-                .unwrap_or(0);
+            let Ok(entries) = fs::read_dir(parent) else { continue };
+            // End-of-file proved the supervisor gone, even while it is a zombie that still has
+            // a /proc entry (the check `sweep` makes): remove its groups directly.
+            for entry in entries.filter_map(|e| e.ok()) {
+                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    remove_group(&entry.path(), unified.as_deref());
+                    left += usize::from(entry.path().exists());
+                }
+            }
         }
         if left == 0 {
             return;

@@ -555,23 +555,26 @@ impl Sandbox {
     ) -> Result<Vec<TestOutcome>, SlotError> {
         let slot = self.slot().await?;
         let outcome = async {
+            // Each run keeps up to max_output_bytes a stream; what the results hold together is
+            // bounded by the same two streams' worth, whatever the number of tests. Outcomes are
+            // judged on the whole output; only what is returned is cut.
+            let mut budget = self.inner.cfg.max_output_bytes.saturating_mul(2);
+            let mut cut = |outcome: &mut TestOutcome| {
+                budget = cut_to_budget(&mut outcome.result.stdout, budget);
+                budget = cut_to_budget(&mut outcome.result.stderr, budget);
+            };
             if let Some(compile_error) = self.prepare(&slot, language, code).await? {
-                return Ok(tests
-                    .iter()
-                    .map(|t| TestOutcome::judge(t, compile_error.clone()))
-                    .collect());
+                let mut outcomes: Vec<TestOutcome> =
+                    tests.iter().map(|t| TestOutcome::judge(t, compile_error.clone())).collect();
+                outcomes.iter_mut().for_each(&mut cut);
+                return Ok(outcomes);
             }
             let mut outcomes = Vec::with_capacity(tests.len());
-            // Each run keeps up to max_output_bytes a stream; what the results hold together is
-            // bounded by the same two streams' worth, whatever the number of tests.
-            let mut budget = self.inner.cfg.max_output_bytes.saturating_mul(2);
             for (i, test) in tests.iter().enumerate() {
                 let more = i + 1 < tests.len();
                 let result = self.run_in(&slot, language, &test.stdin, limits, more).await?;
                 let mut outcome = TestOutcome::judge(test, result);
-                // Judged on the whole output; only what is returned is cut.
-                budget = cut_to_budget(&mut outcome.result.stdout, budget);
-                budget = cut_to_budget(&mut outcome.result.stderr, budget);
+                cut(&mut outcome);
                 let failed = !outcome.passed;
                 outcomes.push(outcome);
                 if failed && stop_on_failure {

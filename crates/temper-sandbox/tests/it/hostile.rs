@@ -591,7 +591,7 @@ fn a_killed_supervisor_leaves_no_cgroups() {
     assert!(!crate::support::slot_cgroups(&prefix).is_empty(), "the child holds slots");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL)
         .expect("kill");
-    child.wait().expect("wait");
+    // Not waited for yet: the dead supervisor stays a zombie, with a /proc entry, meanwhile.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let left = crate::support::slot_cgroups(&prefix);
@@ -601,4 +601,36 @@ fn a_killed_supervisor_leaves_no_cgroups() {
         assert!(std::time::Instant::now() < deadline, "left behind after SIGKILL: {left:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    child.wait().expect("wait");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_of_many_tests_share_one_output_budget() {
+    let cfg = temper_sandbox::SandboxConfig {
+        max_output_bytes: 16 << 10,
+        output_bytes: 16 << 10,
+        ..crate::support::config()
+    };
+    let sb = temper_sandbox::Sandbox::new(cfg).await.expect("sandbox");
+    let tests: Vec<temper_protocol::TestCase> = (0..40)
+        .map(|_| temper_protocol::TestCase { stdin: String::new(), expected_stdout: "y".into() })
+        .collect();
+    let total = |outcomes: &[temper_verify::code::TestOutcome]| -> usize {
+        outcomes.iter().map(|o| o.result.stdout.len() + o.result.stderr.len()).sum()
+    };
+    // Each run prints 16 KiB: 40 tests would return 640 KiB without the shared budget.
+    let chatty = "head -c 100000 /dev/zero | tr '\\0' x";
+    let outcomes = sb.run_tests(Language::Bash, chatty, &tests, Limits::default(), false).await;
+    let outcomes = outcomes.expect("runs");
+    assert_eq!(outcomes.len(), 40);
+    assert!(outcomes.iter().all(|o| o.result.status == RunStatus::OutputLimit));
+    assert!(total(&outcomes) <= 32 << 10, "{} bytes returned", total(&outcomes));
+    // A compile error is copied into every test's result: under the same budget.
+    let broken = format!("int main(void) {{ {} }}", "undeclared_function_name();".repeat(400));
+    let outcomes = sb.run_tests(Language::C, &broken, &tests, Limits::default(), false).await;
+    let outcomes = outcomes.expect("runs");
+    assert!(outcomes.iter().all(|o| o.result.status == RunStatus::CompileError));
+    assert!(!outcomes[0].result.stderr.is_empty());
+    assert!(total(&outcomes) <= 32 << 10, "{} bytes returned", total(&outcomes));
+    assert_clean(&sb).await;
 }
