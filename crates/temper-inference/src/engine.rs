@@ -532,18 +532,9 @@ impl Worker {
         for (w, cache) in admitted.into_iter().zip(new_caches) {
             let row = rows.next().unwrap_or_default();
             let options = Arc::new(w.req.options);
-            let mut stop_ids = options.stop_token_ids.clone();
-            if !options.ignore_eos {
-                stop_ids.extend(&self.model.config().eos_token_ids);
-            }
-            stop_ids.sort_unstable();
-            stop_ids.dedup();
-            let stop_ids = Arc::new(stop_ids);
-            let reserved = kv_reservation(
-                w.req.prompt.len(),
-                options.max_tokens,
-                self.model.config().max_position_embeddings,
-            );
+            let stop_ids = Arc::new(stop_ids(&options, self.model.config()));
+            let ctx = self.model.config().max_position_embeddings;
+            let reserved = kv_reservation(w.req.prompt.len(), options.max_tokens, ctx);
             let siblings = Arc::new(AtomicUsize::new(w.req.n));
             let mut first = Some(cache);
             for index in 0..w.req.n {
@@ -639,6 +630,18 @@ impl Worker {
             None => sent.is_ok(),
         }
     }
+}
+
+/// The ids that end a sequence: the request's, and the model's end-of-sequence ids unless it
+/// ignores them; sorted and without repeats (searched once per token).
+fn stop_ids(options: &SamplingOptions, config: &ModelConfig) -> Vec<u32> {
+    let mut ids = options.stop_token_ids.clone();
+    if !options.ignore_eos {
+        ids.extend(&config.eos_token_ids);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Cache positions a sequence of a `prompt_len`-token prompt may grow to.
