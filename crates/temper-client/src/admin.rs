@@ -1,17 +1,17 @@
 //! A client for the admin routes of `temper inference serve`: `/update_weights`, `/health`.
 //!
-//! Weight sync contract: the trainer writes `weights/step_N/` (safetensors, Hugging Face layout)
-//! and then its `STABLE` marker; the orchestrator posts `{"path": ..., "version": N}` to every
-//! server's `/update_weights`, which loads the folder from its own filesystem and swaps the
-//! weights between engine steps. A server elsewhere needs the run directory on a shared
-//! filesystem, and a vLLM server a route of the same shape (its weight-reload endpoint behind a
-//! small proxy); the orchestrator only needs the route to answer 2xx once the weights serve.
+//! The bodies are `temper_protocol::admin`'s, whose docs state the weight-sync contract. A
+//! server elsewhere needs the run directory on a shared filesystem, and a vLLM server a route of
+//! the same shape (its weight-reload endpoint behind a small proxy); the orchestrator only needs
+//! the route to answer 2xx once the weights serve.
 
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::json;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use temper_protocol::ErrorBody;
+use temper_protocol::admin::{Health, UpdateWeightsReply, UpdateWeightsRequest};
 
 /// Why an admin call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -28,17 +28,6 @@ pub struct AdminError {
 pub struct InferenceAdmin {
     root: String,
     http: reqwest::Client,
-}
-
-#[derive(Deserialize)]
-struct UpdateReply {
-    version: u64,
-}
-
-#[derive(Deserialize)]
-struct HealthReply {
-    #[serde(default)]
-    version: u64,
 }
 
 impl InferenceAdmin {
@@ -70,8 +59,8 @@ impl InferenceAdmin {
         timeout: Duration,
     ) -> Result<u64, AdminError> {
         let url = format!("{}/update_weights", self.root);
-        let body = json!({"path": path, "version": version});
-        let reply: UpdateReply = self.post_json(&url, &body, timeout).await?;
+        let body = UpdateWeightsRequest { path: path.to_owned(), version: Some(version) };
+        let reply: UpdateWeightsReply = self.post_json(&url, &body, timeout).await?;
         Ok(reply.version)
     }
 
@@ -85,14 +74,14 @@ impl InferenceAdmin {
         if !status.is_success() {
             return Err(err(format!("HTTP {}", status.as_u16())));
         }
-        let reply: HealthReply = response.json().await.map_err(|e| err(e.to_string()))?;
+        let reply: Health = response.json().await.map_err(|e| err(e.to_string()))?;
         Ok(reply.version)
     }
 
-    async fn post_json<T: for<'de> Deserialize<'de>>(
+    async fn post_json<T: DeserializeOwned>(
         &self,
         url: &str,
-        body: &serde_json::Value,
+        body: &impl Serialize,
         timeout: Duration,
     ) -> Result<T, AdminError> {
         let err = |message: String| AdminError { url: url.to_owned(), message };
@@ -107,7 +96,8 @@ impl InferenceAdmin {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| err(e.to_string()))?;
         if !status.is_success() {
-            let text: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
+            let text = ErrorBody::message_of(&bytes)
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(300).collect());
             return Err(err(format!("HTTP {}: {text}", status.as_u16())));
         }
         serde_json::from_slice(&bytes).map_err(|e| err(format!("invalid reply: {e}")))

@@ -18,10 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use temper_envs::{ChatModel, ChatRequest, ModelError, ModelReply, TurnTokens};
-use temper_protocol::{FinishReason, Message, Role, ToolCall, Usage};
+use temper_protocol::openai::{ChatCompletion, ChatCompletionRequest, SamplingFields};
+use temper_protocol::{FinishReason, Message, Role, Usage};
 use tokio::sync::Semaphore;
 
 /// Largest response body accepted from a server.
@@ -122,32 +121,20 @@ impl OpenAiClient {
         &self.url
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
-        let s = &request.sampling;
-        let mut body = json!({"model": self.model, "messages": request.messages});
-        let map = body.as_object_mut().expect("a JSON object literal");
-        if !request.tools.is_empty() {
-            map.insert("tools".into(), json!(request.tools));
+    fn body(&self, request: &ChatRequest) -> ChatCompletionRequest {
+        ChatCompletionRequest {
+            model: self.model.clone(),
+            messages: request.messages.clone(),
+            tools: request.tools.clone(),
+            tool_choice: None,
+            stream: false,
+            stream_options: None,
+            logprobs: self.token_ids,
+            top_logprobs: None,
+            chat_template_kwargs: None,
+            return_token_ids: self.token_ids,
+            sampling: SamplingFields::from(&request.sampling),
         }
-        if self.token_ids {
-            map.insert("logprobs".into(), Value::Bool(true));
-            map.insert("return_token_ids".into(), Value::Bool(true));
-        }
-        let options = [
-            ("temperature", s.temperature.map(Value::from)),
-            ("top_p", s.top_p.map(Value::from)),
-            ("top_k", s.top_k.map(Value::from)),
-            ("min_p", s.min_p.map(Value::from)),
-            ("max_tokens", s.max_tokens.map(Value::from)),
-            ("seed", s.seed.map(Value::from)),
-            ("stop", (!s.stop.is_empty()).then(|| json!(s.stop))),
-        ];
-        for (key, value) in options {
-            if let Some(value) = value {
-                map.insert(key.into(), value);
-            }
-        }
-        body
     }
 
     /// A failure below HTTP: timeouts and connection or transfer errors are worth a retry; a
@@ -165,7 +152,7 @@ impl OpenAiClient {
     /// One attempt: `Ok` or an error with whether to retry and how long the server asked to wait.
     async fn attempt(
         &self,
-        body: &Value,
+        body: &ChatCompletionRequest,
     ) -> Result<ModelReply, (ModelError, bool, Option<Duration>)> {
         let mut builder = self.http.post(&self.url).timeout(self.timeout).json(body);
         if let Some(key) = &self.api_key {
@@ -222,61 +209,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     message
 }
 
-#[derive(Deserialize)]
-struct Completion {
-    choices: Vec<Choice>,
-    #[serde(default)]
-    usage: Option<UsageBody>,
-    #[serde(default)]
-    prompt_token_ids: Option<Vec<u32>>,
-    #[serde(default)]
-    policy_version: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    message: ReplyMessage,
-    #[serde(default)]
-    finish_reason: Option<String>,
-    #[serde(default)]
-    token_ids: Option<Vec<u32>>,
-    /// temper's plain list of the sampled tokens' logprobs.
-    #[serde(default)]
-    token_logprobs: Option<Vec<f32>>,
-    /// OpenAI's `{"content": [{"logprob": ...}, ...]}` (what vLLM returns).
-    #[serde(default)]
-    logprobs: Option<ChoiceLogprobs>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceLogprobs {
-    #[serde(default)]
-    content: Option<Vec<TokenLogprob>>,
-}
-
-#[derive(Deserialize)]
-struct TokenLogprob {
-    logprob: f32,
-}
-
-#[derive(Deserialize)]
-struct ReplyMessage {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct UsageBody {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-}
-
 /// Parses a chat-completions response body. Reasoning returned separately (`reasoning_content`,
 /// as vLLM's reasoning parsers do) is put back in front of the content inside `<think>` tags, so
 /// parsers see what the model wrote.
@@ -306,33 +238,31 @@ pub fn parse_reply_with_tokens(bytes: &[u8]) -> Result<ModelReply, String> {
 type ReplyTokens = (Option<Vec<u32>>, Option<Vec<u32>>, Option<Vec<f32>>);
 
 fn parse_completion(bytes: &[u8]) -> Result<(ModelReply, ReplyTokens), String> {
-    let completion: Completion =
+    let completion: ChatCompletion =
         serde_json::from_slice(bytes).map_err(|e| format!("not a chat completion: {e}"))?;
     let policy_version = completion.policy_version;
     let prompt_ids = completion.prompt_token_ids;
     let choice = completion.choices.into_iter().next().ok_or("the reply has no choices")?;
-    let logprobs = choice.token_logprobs.or_else(|| {
-        choice.logprobs.and_then(|l| l.content).map(|c| c.into_iter().map(|t| t.logprob).collect())
-    });
-    let tokens = (prompt_ids, choice.token_ids, logprobs);
+    let tokens = (prompt_ids, choice.token_ids.clone(), choice.sampled_logprobs());
     let mut content = choice.message.content.unwrap_or_default();
     if let Some(reasoning) = choice.message.reasoning_content.filter(|r| !r.is_empty()) {
         content = format!("<think>{reasoning}</think>{content}");
     }
-    let tool_calls = choice.message.tool_calls.unwrap_or_default();
-    let finish_reason = match choice.finish_reason.as_deref() {
-        Some("stop") | None => FinishReason::Stop,
-        Some("length") => FinishReason::Length,
-        Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
-        Some(_) => FinishReason::Other,
+    let message = Message {
+        role: Role::Assistant,
+        content,
+        tool_calls: choice.message.tool_calls,
+        tool_call_id: None,
+        name: None,
     };
-    let usage = completion
-        .usage
-        .map(|u| Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens })
-        .unwrap_or_default();
-    let message =
-        Message { role: Role::Assistant, content, tool_calls, tool_call_id: None, name: None };
-    Ok((ModelReply { message, finish_reason, usage, tokens: None, policy_version }, tokens))
+    let reply = ModelReply {
+        message,
+        finish_reason: choice.finish_reason.unwrap_or(FinishReason::Stop),
+        usage: completion.usage.map(Usage::from).unwrap_or_default(),
+        tokens: None,
+        policy_version,
+    };
+    Ok((reply, tokens))
 }
 
 #[async_trait]
@@ -388,11 +318,11 @@ mod tests {
 
     #[test]
     fn parses_content_tool_calls_and_reasoning() {
-        let body = json!({"choices": [{"message": {"role": "assistant", "content": null,
+        let body = r#"{"choices": [{"message": {"role": "assistant", "content": null,
             "reasoning_content": "hmm",
             "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}});
-        let reply = parse_reply(body.to_string().as_bytes()).expect("parse");
+            "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}"#;
+        let reply = parse_reply(body.as_bytes()).expect("parse");
         assert_eq!(reply.message.content, "<think>hmm</think>");
         assert_eq!(reply.message.tool_calls[0].function.name, "f");
         assert_eq!(reply.finish_reason, FinishReason::ToolCalls);
@@ -403,30 +333,52 @@ mod tests {
 
     #[test]
     fn parses_token_ids_in_temper_and_vllm_shapes() {
-        let temper = json!({"choices": [{"message": {"content": "ab"}, "finish_reason": "stop",
+        let temper = r#"{"choices": [{"message": {"content": "ab"}, "finish_reason": "stop",
             "token_ids": [5, 6], "token_logprobs": [-0.5, -0.25]}],
-            "prompt_token_ids": [1, 2, 3], "policy_version": 4});
-        let reply = parse_reply_with_tokens(temper.to_string().as_bytes()).expect("temper");
+            "prompt_token_ids": [1, 2, 3], "policy_version": 4}"#;
+        let reply = parse_reply_with_tokens(temper.as_bytes()).expect("temper");
         let t = reply.tokens.expect("tokens");
         assert_eq!(
             (t.prompt_ids, t.completion_ids, t.logprobs),
             (vec![1, 2, 3], vec![5, 6], vec![-0.5, -0.25])
         );
         assert_eq!(reply.policy_version, Some(4));
-        let vllm = json!({"choices": [{"message": {"content": "ab"}, "finish_reason": "length",
+        let vllm = r#"{"choices": [{"message": {"content": "ab"}, "finish_reason": "length",
             "token_ids": [5, 6], "logprobs": {"content": [{"token": "a", "logprob": -1.5}, {"token": "b", "logprob": -0.0}]}}],
-            "prompt_token_ids": [1]});
-        let reply = parse_reply_with_tokens(vllm.to_string().as_bytes()).expect("vllm");
+            "prompt_token_ids": [1]}"#;
+        let reply = parse_reply_with_tokens(vllm.as_bytes()).expect("vllm");
         assert_eq!(reply.tokens.expect("tokens").logprobs, [-1.5, 0.0]);
         assert_eq!(reply.policy_version, None);
-        let short = json!({"choices": [{"message": {"content": "ab"}, "token_ids": [5, 6], "token_logprobs": [-0.5]}],
-            "prompt_token_ids": [1]});
-        let err = parse_reply_with_tokens(short.to_string().as_bytes()).expect_err("short");
+        let short = r#"{"choices": [{"message": {"content": "ab"}, "token_ids": [5, 6], "token_logprobs": [-0.5]}],
+            "prompt_token_ids": [1]}"#;
+        let err = parse_reply_with_tokens(short.as_bytes()).expect_err("short");
         assert!(err.contains("2 token ids but 1 logprobs"), "{err}");
-        let none = json!({"choices": [{"message": {"content": "ab"}}]});
-        let err = parse_reply_with_tokens(none.to_string().as_bytes()).expect_err("none");
+        let none = r#"{"choices": [{"message": {"content": "ab"}}]}"#;
+        let err = parse_reply_with_tokens(none.as_bytes()).expect_err("none");
         assert!(err.contains("prompt_token_ids"), "{err}");
-        assert!(parse_reply(none.to_string().as_bytes()).expect("plain").tokens.is_none());
+        assert!(parse_reply(none.as_bytes()).expect("plain").tokens.is_none());
+    }
+
+    #[test]
+    fn request_asks_for_tokens_only_when_told() {
+        let c = OpenAiClient::new("http://127.0.0.1:9/v1", "m", None).expect("client");
+        let request = ChatRequest {
+            messages: vec![Message::user("hi")],
+            tools: Vec::new(),
+            sampling: temper_protocol::SamplingParams {
+                temperature: Some(1.0),
+                ..Default::default()
+            },
+        };
+        let plain = serde_json::to_string(&c.body(&request)).expect("ser");
+        assert_eq!(
+            plain,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":1.0}"#
+        );
+        let tokens = serde_json::to_string(&c.with_token_ids().body(&request)).expect("ser");
+        assert!(
+            tokens.contains(r#""logprobs":true"#) && tokens.contains(r#""return_token_ids":true"#)
+        );
     }
 
     #[test]

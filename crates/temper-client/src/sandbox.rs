@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
-use serde_json::json;
-use temper_protocol::{Language, Limits, RunRequest, RunResult, TestCase};
+use serde::Serialize;
+use temper_protocol::{
+    ErrorBody, Language, Limits, RunRequest, RunResult, SandboxRunRequest, TestCase, TestsReply,
+    TestsRequest,
+};
 use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
 
 /// Talks to a sandbox server at a base URL such as `http://127.0.0.1:8090`.
@@ -15,18 +17,6 @@ pub struct SandboxClient {
     base: String,
     http: reqwest::Client,
     retries: u32,
-}
-
-#[derive(Deserialize)]
-struct TestsReply {
-    results: Vec<TestResult>,
-}
-
-#[derive(Deserialize)]
-struct TestResult {
-    passed: bool,
-    #[serde(flatten)]
-    result: RunResult,
 }
 
 impl SandboxClient {
@@ -45,7 +35,7 @@ impl SandboxClient {
     async fn post<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
-        body: serde_json::Value,
+        body: &impl Serialize,
     ) -> Result<T, RunnerError> {
         let url = format!("{}{path}", self.base);
         let mut attempt = 0;
@@ -53,7 +43,7 @@ impl SandboxClient {
             let response = self
                 .http
                 .post(&url)
-                .json(&body)
+                .json(body)
                 .send()
                 .await
                 .map_err(|e| RunnerError::Backend(format!("{url}: {e}")))?;
@@ -72,10 +62,9 @@ impl SandboxClient {
             let bytes =
                 response.bytes().await.map_err(|e| RunnerError::Backend(format!("{url}: {e}")))?;
             if !status.is_success() {
-                return Err(RunnerError::Backend(format!(
-                    "{url}: HTTP {status}: {}",
-                    String::from_utf8_lossy(&bytes)
-                )));
+                let text = ErrorBody::message_of(&bytes)
+                    .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+                return Err(RunnerError::Backend(format!("{url}: HTTP {status}: {text}")));
             }
             return serde_json::from_slice(&bytes)
                 .map_err(|e| RunnerError::Backend(format!("{url}: invalid reply: {e}")));
@@ -90,7 +79,7 @@ impl CodeRunner for SandboxClient {
     }
 
     async fn run(&self, request: RunRequest) -> Result<RunResult, RunnerError> {
-        self.post("/v1/run", json!(request)).await
+        self.post("/v1/run", &SandboxRunRequest::from(request)).await
     }
 
     async fn run_tests(
@@ -101,9 +90,14 @@ impl CodeRunner for SandboxClient {
         limits: Limits,
         stop_on_failure: bool,
     ) -> Result<Vec<TestOutcome>, RunnerError> {
-        let body = json!({"language": language, "code": code, "tests": tests, "limits": limits,
-                          "stop_on_failure": stop_on_failure});
-        let reply: TestsReply = self.post("/v1/run_tests", body).await?;
+        let body = TestsRequest {
+            language,
+            code: code.to_owned(),
+            tests: tests.to_vec(),
+            limits,
+            stop_on_failure,
+        };
+        let reply: TestsReply = self.post("/v1/run_tests", &body).await?;
         Ok(reply
             .results
             .into_iter()

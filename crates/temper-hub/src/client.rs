@@ -157,13 +157,8 @@ impl HubClient {
         }
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| {
-                let error = v.get("error")?;
-                // `{"error": {"code", "message"}}`; hubs before it answered `{"error": "…"}`.
-                error.get("message").unwrap_or(error).as_str().map(str::to_owned)
-            })
+        // `{"error": {"code", "message"}}`; hubs before it answered `{"error": "…"}`.
+        let message = temper_protocol::ErrorBody::message_of(text.as_bytes())
             .unwrap_or_else(|| text.chars().take(300).collect());
         Err(match status {
             StatusCode::UNAUTHORIZED => HubError::Unauthorized(message),

@@ -39,6 +39,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use temper_protocol::ErrorBody;
+use temper_protocol::error::json_errors;
 
 use crate::db::{Db, FileEntry, Principal, Published, Scope, VersionRow};
 use crate::reference::{EnvRef, Wanted, resolve};
@@ -272,7 +274,7 @@ fn inside_package(mut e: temper_envs::EnvError, root: &FsPath) -> temper_envs::E
 
 /// The error shape of every route: `{"error": {"code", "message"}}`.
 fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response()
+    (status, axum::Json(ErrorBody::new(code, message))).into_response()
 }
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -296,6 +298,8 @@ pub fn router(hub: Hub) -> Router {
         .route("/api/v1/envs/{owner}/{name}/versions/{version}/yank", post(yank))
         .route("/api/v1/tokens", get(list_tokens).post(create_token))
         .route("/api/v1/tokens/{id}", delete(revoke_token))
+        .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .layer(middleware::map_response(json_errors))
         .layer(middleware::from_fn_with_state(hub.clone(), limit_rate))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(hub)

@@ -362,13 +362,28 @@ async fn body_and_rate_limits() {
     let mut cfg = HubConfig::new(tmp.path().join("data"));
     cfg.limits.max_archive_bytes = 4096;
     cfg.rate_per_s = 1;
-    cfg.burst = 3;
+    cfg.burst = 5;
     let s = start(cfg).await;
     s.hub.db.add_user("alice").await.unwrap();
     let (_, alice) = s.hub.db.create_token("alice", &[Scope::Publish], "").await.unwrap();
-    let (status, _) = s.publish(Some(&alice), "alice/big", vec![7u8; 10_000], false).await;
+    let (status, body) = s.publish(Some(&alice), "alice/big", vec![7u8; 10_000], false).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    // The bucket held 3; one went on the upload.
+    assert_eq!(body["error"]["code"], "too_large", "{body}");
+    // What no handler sees (a bad query, an unknown route) answers in the error shape too.
+    let (status, body) = s.get(None, "/api/v1/envs?limit=many").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{body}"
+    );
+    assert!(body["error"]["message"].as_str().unwrap().contains("limit"), "{body}");
+    let (status, body) = s.get(None, "/api/v1/nope").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found")),
+        "{body}"
+    );
+    // The bucket held 5; three went on the upload and the two refused requests.
     let mut statuses = Vec::new();
     for _ in 0..4 {
         statuses.push(s.get(None, "/health").await.0);

@@ -1,14 +1,18 @@
 //! The HTTP server: OpenAI-compatible `/v1/chat/completions` and `/v1/completions` (with SSE
 //! streaming and logprobs), the token-in `/v1/generate`, and the admin routes `/update_weights`,
 //! `/pause`, `/resume`, `/health`, `/metrics`.
+//!
+//! Every body it reads or writes is a type of `temper_protocol::openai` or
+//! `temper_protocol::admin`, the same types `temper-client` uses; errors are
+//! `temper_protocol::ErrorBody` (with OpenAI's `type`), for a bad body or unknown route too.
 
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Json, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -16,9 +20,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use candle_core::{DType, Device};
 use futures::Stream;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use temper_model::{ChatTemplate, Transformer, weights};
+use temper_protocol::admin::{Health, PauseReply, UpdateWeightsReply, UpdateWeightsRequest};
+use temper_protocol::error::{code_for_status, json_errors};
+use temper_protocol::openai::{
+    AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatCompletionRequest, ChatLogprobs,
+    ChunkChoice, CompletionRequest, CompletionUsage, Delta, GenerateChoice, GenerateReply,
+    GenerateRequest, ModelCard, ModelList, PromptInput, SamplingFields, TextChoice, TextCompletion,
+    TextLogprobs, TokenLogprob, ToolCallDelta, TopLogprob, TopMap,
+};
+use temper_protocol::{ErrorBody, FinishReason, Role};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::engine::{Engine, Event, Finish, Request, SubmitError};
@@ -60,6 +73,11 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/resume", post(resume))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
+        })
+        .layer(axum::middleware::map_response(json_errors))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -86,7 +104,7 @@ async fn measure_rate(state: std::sync::Weak<ServerState>) {
     }
 }
 
-/// An error answered as OpenAI does: `{"error": {"message", "type"}}`.
+/// An error answered as [`ErrorBody`] with OpenAI's `type`.
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
@@ -94,8 +112,25 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+
     fn bad(message: impl Into<String>) -> Self {
-        Self { status: StatusCode::BAD_REQUEST, message: message.into() }
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    fn body(&self) -> ErrorBody {
+        let kind = match self.status.as_u16() {
+            429 => "rate_limit_error",
+            400..=499 => "invalid_request_error",
+            _ => "server_error",
+        };
+        ErrorBody::new(code_for_status(self.status.as_u16()), &self.message).with_kind(kind)
     }
 }
 
@@ -106,22 +141,19 @@ impl From<SubmitError> for ApiError {
             SubmitError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             SubmitError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
         };
-        Self { status, message: e.to_string() }
+        Self::new(status, e.to_string())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(e: JsonRejection) -> Self {
+        Self::new(e.status(), e.body_text())
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let kind = match self.status {
-            StatusCode::BAD_REQUEST => "invalid_request_error",
-            StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
-            _ => "server_error",
-        };
-        let mut resp = (
-            self.status,
-            Json(json!({"error": {"message": self.message, "type": kind, "code": null}})),
-        )
-            .into_response();
+        let mut resp = (self.status, Json(self.body())).into_response();
         if self.status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
@@ -129,79 +161,48 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// `"x"` or `["x", "y"]`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-/// Sampling fields shared by every generation route (OpenAI's names, plus vLLM's `top_k`,
-/// `min_p`, `stop_token_ids`, `ignore_eos`).
-#[derive(Debug, Deserialize, Default)]
-struct SamplingFields {
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<i64>,
-    min_p: Option<f64>,
-    max_tokens: Option<u64>,
-    max_completion_tokens: Option<u64>,
-    n: Option<usize>,
-    stop: Option<OneOrMany>,
-    stop_token_ids: Option<Vec<u32>>,
-    seed: Option<u64>,
-    ignore_eos: Option<bool>,
-    frequency_penalty: Option<f64>,
-    presence_penalty: Option<f64>,
-}
-
-impl SamplingFields {
-    fn options(
-        &self,
-        engine: &Engine,
-        prompt_len: usize,
-        top_logprobs: usize,
-    ) -> Result<(SamplingOptions, usize), ApiError> {
-        for (name, v) in [
-            ("frequency_penalty", self.frequency_penalty),
-            ("presence_penalty", self.presence_penalty),
-        ] {
-            if v.is_some_and(|v| v != 0.0) {
-                return Err(ApiError::bad(format!("{name} is not supported (only 0)")));
-            }
+/// The engine's options for `fields` (OpenAI's names, plus vLLM's `top_k`, `min_p`,
+/// `stop_token_ids`, `ignore_eos`), and the number of continuations.
+fn sampling_options(
+    fields: &SamplingFields,
+    engine: &Engine,
+    prompt_len: usize,
+    top_logprobs: usize,
+) -> Result<(SamplingOptions, usize), ApiError> {
+    for (name, v) in [
+        ("frequency_penalty", fields.frequency_penalty),
+        ("presence_penalty", fields.presence_penalty),
+    ] {
+        if v.is_some_and(|v| v != 0.0) {
+            return Err(ApiError::bad(format!("{name} is not supported (only 0)")));
         }
-        let room = engine.config().max_position_embeddings.saturating_sub(prompt_len);
-        let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
-            Some(0) => return Err(ApiError::bad("max_tokens must be at least 1")),
-            Some(m) => usize::try_from(m).unwrap_or(usize::MAX).min(room.max(1)),
-            None => room.max(1),
-        };
-        let top_k = match self.top_k {
-            None | Some(-1) | Some(0) => 0,
-            Some(k) if k > 0 => k as usize,
-            Some(k) => {
-                return Err(ApiError::bad(format!("top_k must be -1 (off) or positive, got {k}")));
-            }
-        };
-        let opts = SamplingOptions {
-            temperature: self.temperature.unwrap_or(1.0),
-            top_p: self.top_p.unwrap_or(1.0),
-            top_k,
-            min_p: self.min_p.unwrap_or(0.0),
-            max_tokens,
-            stop_token_ids: self.stop_token_ids.clone().unwrap_or_default(),
-            stop: match &self.stop {
-                None => Vec::new(),
-                Some(OneOrMany::One(s)) => vec![s.clone()],
-                Some(OneOrMany::Many(v)) => v.clone(),
-            },
-            ignore_eos: self.ignore_eos.unwrap_or(false),
-            seed: self.seed,
-            top_logprobs,
-        };
-        Ok((opts, self.n.unwrap_or(1)))
     }
+    let room = engine.config().max_position_embeddings.saturating_sub(prompt_len);
+    let max_tokens = match fields.max_completion_tokens.or(fields.max_tokens) {
+        Some(0) => return Err(ApiError::bad("max_tokens must be at least 1")),
+        Some(m) => usize::try_from(m).unwrap_or(usize::MAX).min(room.max(1)),
+        None => room.max(1),
+    };
+    let top_k = match fields.top_k {
+        None | Some(-1) | Some(0) => 0,
+        Some(k) if k > 0 => k as usize,
+        Some(k) => {
+            return Err(ApiError::bad(format!("top_k must be -1 (off) or positive, got {k}")));
+        }
+    };
+    let opts = SamplingOptions {
+        temperature: fields.temperature.unwrap_or(1.0),
+        top_p: fields.top_p.unwrap_or(1.0),
+        top_k,
+        min_p: fields.min_p.unwrap_or(0.0),
+        max_tokens,
+        stop_token_ids: fields.stop_token_ids.clone().unwrap_or_default(),
+        stop: fields.stop.as_ref().map(|s| s.to_vec()).unwrap_or_default(),
+        ignore_eos: fields.ignore_eos.unwrap_or(false),
+        seed: fields.seed,
+        top_logprobs,
+    };
+    Ok((opts, fields.n.unwrap_or(1)))
 }
 
 /// One finished continuation.
@@ -222,10 +223,7 @@ async fn collect(mut rx: UnboundedReceiver<Event>, n: usize) -> Result<Vec<Choic
     let mut open = n;
     while open > 0 {
         let Some(ev) = rx.recv().await else {
-            return Err(ApiError {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                message: "the engine stopped".into(),
-            });
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine stopped"));
         };
         match ev {
             Event::Token { index, id, logprob, top, text, version } => {
@@ -246,16 +244,16 @@ async fn collect(mut rx: UnboundedReceiver<Event>, n: usize) -> Result<Vec<Choic
     }
     for c in &choices {
         if let Some(Finish::Error(e)) = &c.finish {
-            return Err(ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: e.clone() });
+            return Err(ApiError::internal(e.clone()));
         }
     }
     Ok(choices)
 }
 
-fn finish_name(f: Option<&Finish>) -> &'static str {
+fn finish_reason(f: Option<&Finish>) -> FinishReason {
     match f {
-        Some(Finish::Length) => "length",
-        _ => "stop",
+        Some(Finish::Length) => FinishReason::Length,
+        _ => FinishReason::Stop,
     }
 }
 
@@ -271,53 +269,32 @@ fn token_text(engine: &Engine, id: u32) -> String {
     engine.tokenizer().decode(&[id], false).unwrap_or_default()
 }
 
-/// OpenAI chat `logprobs.content` entries.
+/// OpenAI chat `logprobs` for the tokens `ids`.
 fn chat_logprobs(
     engine: &Engine,
     ids: &[u32],
     lps: &[f32],
     tops: &[Vec<(u32, f32)>],
-) -> Vec<Value> {
-    let entry = |id: u32, lp: f32| {
-        let t = token_text(engine, id);
-        json!({"token": t, "logprob": lp, "bytes": t.as_bytes()})
+) -> ChatLogprobs {
+    let top = |id: u32, logprob: f32| {
+        let token = token_text(engine, id);
+        TopLogprob { bytes: Some(token.as_bytes().to_vec()), token, logprob }
     };
-    ids.iter()
+    let content = ids
+        .iter()
         .zip(lps)
         .zip(tops)
-        .map(|((&id, &lp), top)| {
-            let mut e = entry(id, lp);
-            e["top_logprobs"] = Value::Array(top.iter().map(|&(i, l)| entry(i, l)).collect());
-            e
+        .map(|((&id, &lp), alternatives)| {
+            let TopLogprob { token, logprob, bytes } = top(id, lp);
+            let top_logprobs = alternatives.iter().map(|&(i, l)| top(i, l)).collect();
+            TokenLogprob { token, logprob, bytes, top_logprobs }
         })
-        .collect()
+        .collect();
+    ChatLogprobs { content: Some(content) }
 }
 
 // ---------------------------------------------------------------------------------------------
 // /v1/chat/completions
-
-#[derive(Debug, Deserialize)]
-struct ChatBody {
-    messages: Vec<Value>,
-    #[serde(default)]
-    tools: Option<Vec<Value>>,
-    #[serde(default)]
-    tool_choice: Option<Value>,
-    #[serde(default)]
-    stream: bool,
-    #[serde(default)]
-    stream_options: Option<Value>,
-    #[serde(default)]
-    logprobs: bool,
-    #[serde(default)]
-    top_logprobs: Option<usize>,
-    #[serde(default)]
-    chat_template_kwargs: Option<Map<String, Value>>,
-    #[serde(default)]
-    return_token_ids: bool,
-    #[serde(flatten)]
-    sampling: SamplingFields,
-}
 
 /// Messages as Hugging Face templates expect them: text content, tool-call arguments as objects.
 fn template_messages(messages: &[Value]) -> Result<Vec<Value>, ApiError> {
@@ -378,10 +355,9 @@ fn template_messages(messages: &[Value]) -> Result<Vec<Value>, ApiError> {
 async fn off_runtime<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: format!("preparing the prompt failed: {e}"),
-    })?
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("preparing the prompt failed: {e}")))?
 }
 
 /// The tokens of `text`, refused (and freed, on the calling thread) when they leave no room in
@@ -392,204 +368,257 @@ fn tokenize(engine: &Engine, text: &str) -> Result<Vec<u32>, ApiError> {
     Ok(ids)
 }
 
+/// The prompt tokens of a chat request, rendered by the model's template off the runtime.
+async fn chat_prompt(
+    st: &Arc<ServerState>,
+    messages: Vec<Value>,
+    tools: Option<Vec<Value>>,
+    extra: serde_json::Map<String, Value>,
+) -> Result<Vec<u32>, ApiError> {
+    let st = st.clone();
+    off_runtime(move || {
+        let template = st.template.as_ref().ok_or_else(|| ApiError::bad("no chat template"))?;
+        let messages = template_messages(&messages)?;
+        let text = template
+            .render(&messages, tools.as_deref(), true, &extra)
+            .map_err(|e| ApiError::bad(e.to_string()))?;
+        tokenize(&st.engine, &text)
+    })
+    .await
+}
+
 async fn chat_completions(
     State(st): State<Arc<ServerState>>,
-    Json(mut body): Json<ChatBody>,
+    parsed: Result<Json<ChatCompletionRequest<Value>>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let Json(mut body) = parsed?;
     if st.template.is_none() {
         return Err(ApiError::bad("this model has no chat template; use /v1/completions"));
     }
     if body.messages.is_empty() {
         return Err(ApiError::bad("messages is empty"));
     }
-    let use_tools = body.tools.as_ref().is_some_and(|t| !t.is_empty())
-        && body.tool_choice.as_ref().and_then(Value::as_str) != Some("none");
+    let use_tools =
+        !body.tools.is_empty() && body.tool_choice.as_ref().and_then(Value::as_str) != Some("none");
+    let tools = if use_tools {
+        let tools = body.tools.iter().map(serde_json::to_value).collect::<Result<_, _>>();
+        Some(tools.map_err(|e| ApiError::bad(format!("tools: {e}")))?)
+    } else {
+        None
+    };
     let messages = std::mem::take(&mut body.messages);
-    let tools = if use_tools { body.tools.take() } else { None };
     let extra = body.chat_template_kwargs.take().unwrap_or_default();
-    let prompt = off_runtime({
-        let st = st.clone();
-        move || {
-            let template = st.template.as_ref().ok_or_else(|| ApiError::bad("no chat template"))?;
-            let messages = template_messages(&messages)?;
-            let text = template
-                .render(&messages, tools.as_deref(), true, &extra)
-                .map_err(|e| ApiError::bad(e.to_string()))?;
-            tokenize(&st.engine, &text)
-        }
-    })
-    .await?;
+    let prompt = chat_prompt(&st, messages, tools, extra).await?;
     let top = if body.logprobs { body.top_logprobs.unwrap_or(0) } else { 0 };
-    let (options, n) = body.sampling.options(&st.engine, prompt.len(), top)?;
+    let (options, n) = sampling_options(&body.sampling, &st.engine, prompt.len(), top)?;
     let rx = st.engine.submit(Request { prompt: prompt.clone(), options, n })?;
     let id = request_id("chatcmpl");
     if body.stream {
-        let include_usage = body
-            .stream_options
-            .as_ref()
-            .and_then(|o| o.get("include_usage"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        return Ok(stream_chat(
-            st.clone(),
-            rx,
+        let stream = ChatStream {
+            st: st.clone(),
             n,
             id,
-            prompt.len(),
-            body.logprobs,
+            prompt_len: prompt.len(),
+            logprobs: body.logprobs,
             use_tools,
-            include_usage,
-        )
-        .into_response());
+            include_usage: body.stream_options.is_some_and(|o| o.include_usage),
+        };
+        return Ok(stream.run(rx).into_response());
     }
     let choices = collect(rx, n).await?;
     let completion_tokens: usize = choices.iter().map(|c| c.ids.len()).sum();
     let version = choices.iter().filter_map(|c| c.first_version).min().unwrap_or(0);
-    let out: Vec<Value> = choices
+    let choices = choices
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            let mut finish = finish_name(c.finish.as_ref());
-            let mut message = json!({"role": "assistant", "content": c.text});
-            if use_tools && let Some(parsed) = toolcall::parse(&c.text) {
-                message["content"] = if parsed.content.is_empty() {
-                    Value::Null
-                } else {
-                    Value::String(parsed.content)
-                };
-                message["tool_calls"] = Value::Array(parsed.calls);
-                if finish == "stop" {
-                    finish = "tool_calls";
-                }
-            }
-            let mut choice =
-                json!({"index": i, "message": message, "finish_reason": finish, "logprobs": null});
-            if body.logprobs {
-                choice["logprobs"] =
-                    json!({"content": chat_logprobs(&st.engine, &c.ids, &c.logprobs, &c.tops)});
-            }
-            if body.return_token_ids {
-                choice["token_ids"] = json!(c.ids);
-                choice["token_logprobs"] = json!(c.logprobs);
-            }
-            choice
-        })
+        .map(|(i, c)| chat_choice(&st.engine, i, c, &body, use_tools))
         .collect();
-    let mut resp = json!({
-        "id": id, "object": "chat.completion", "created": now_secs(), "model": st.model_name,
-        "choices": out,
-        "usage": {"prompt_tokens": prompt.len(), "completion_tokens": completion_tokens,
-                  "total_tokens": prompt.len() + completion_tokens},
-        "policy_version": version,
-    });
-    if body.return_token_ids {
-        resp["prompt_token_ids"] = json!(prompt);
-    }
-    Ok(Json(resp).into_response())
+    let reply = ChatCompletion {
+        id,
+        object: "chat.completion".into(),
+        created: now_secs(),
+        model: st.model_name.clone(),
+        choices,
+        usage: Some(CompletionUsage::new(prompt.len(), completion_tokens)),
+        prompt_token_ids: body.return_token_ids.then_some(prompt),
+        policy_version: Some(version),
+    };
+    Ok(Json(reply).into_response())
 }
 
-#[expect(clippy::too_many_arguments, reason = "one stream's settings, used once")]
-fn stream_chat(
+/// The reply's choice for the finished continuation `c`.
+fn chat_choice(
+    engine: &Engine,
+    index: usize,
+    c: &Choice,
+    body: &ChatCompletionRequest<Value>,
+    use_tools: bool,
+) -> ChatChoice {
+    let mut finish = finish_reason(c.finish.as_ref());
+    let mut message = AssistantMessage {
+        role: Role::Assistant,
+        content: Some(c.text.clone()),
+        reasoning_content: None,
+        tool_calls: Vec::new(),
+    };
+    if use_tools && let Some(parsed) = toolcall::parse(&c.text) {
+        message.content = (!parsed.content.is_empty()).then_some(parsed.content);
+        message.tool_calls = parsed.calls;
+        if finish == FinishReason::Stop {
+            finish = FinishReason::ToolCalls;
+        }
+    }
+    ChatChoice {
+        index,
+        message,
+        finish_reason: Some(finish),
+        logprobs: body.logprobs.then(|| chat_logprobs(engine, &c.ids, &c.logprobs, &c.tops)),
+        token_ids: body.return_token_ids.then(|| c.ids.clone()),
+        token_logprobs: body.return_token_ids.then(|| c.logprobs.clone()),
+    }
+}
+
+/// The settings of one streamed chat completion.
+struct ChatStream {
     st: Arc<ServerState>,
-    mut rx: UnboundedReceiver<Event>,
     n: usize,
     id: String,
     prompt_len: usize,
     logprobs: bool,
     use_tools: bool,
     include_usage: bool,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let created = now_secs();
-    let stream = async_stream(move |tx| async move {
-        let chunk = |choices: Value| json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": st.model_name, "choices": choices});
-        for i in 0..n {
-            tx.send(chunk(json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])));
+}
+
+/// What is known of one choice while it streams.
+#[derive(Default, Clone)]
+struct Streaming {
+    /// Everything generated so far.
+    text: String,
+    /// With tools: text from `<tool_call>` on, held until the end and sent as tool calls.
+    held: Option<String>,
+}
+
+impl ChatStream {
+    fn chunk(&self, created: u64, choices: Vec<ChunkChoice>) -> ChatChunk {
+        ChatChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk".into(),
+            created,
+            model: self.st.model_name.clone(),
+            choices,
+            usage: None,
         }
-        // With tools, text from `<tool_call>` on is held until the end, then sent as tool calls.
-        let mut held: Vec<Option<String>> = vec![None; n];
-        let mut all_text: Vec<String> = vec![String::new(); n];
-        let mut open = n;
-        let mut completion_tokens = 0;
-        while open > 0 {
-            let Some(ev) = rx.recv().await else { break };
-            match ev {
-                Event::Token { index, id: tok, logprob, top, text, .. } => {
-                    completion_tokens += 1;
-                    all_text[index].push_str(&text);
-                    let mut visible = text;
-                    if use_tools {
-                        if let Some(h) = &mut held[index] {
-                            h.push_str(&visible);
-                            visible.clear();
-                        } else if let Some(at) = all_text[index].find("<tool_call>") {
-                            let start_in_piece =
-                                at.saturating_sub(all_text[index].len() - visible.len());
-                            held[index] = Some(visible[start_in_piece..].to_owned());
-                            visible.truncate(start_in_piece);
+    }
+
+    fn run(
+        self,
+        mut rx: UnboundedReceiver<Event>,
+    ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+        let created = now_secs();
+        let stream = async_stream(move |tx| async move {
+            for index in 0..self.n {
+                let delta = Delta {
+                    role: Some(Role::Assistant),
+                    content: Some(String::new()),
+                    ..Delta::default()
+                };
+                let first = ChunkChoice { index, delta, finish_reason: None, logprobs: None };
+                tx.send(&self.chunk(created, vec![first]));
+            }
+            let mut state = vec![Streaming::default(); self.n];
+            let mut open = self.n;
+            let mut completion_tokens = 0;
+            while open > 0 {
+                let Some(ev) = rx.recv().await else { break };
+                match ev {
+                    Event::Token { index, id, logprob, top, text, .. } => {
+                        completion_tokens += 1;
+                        let lp = self
+                            .logprobs
+                            .then(|| chat_logprobs(&self.st.engine, &[id], &[logprob], &[top]));
+                        if let Some(c) = self.token(&mut state[index], index, text, lp) {
+                            tx.send(&self.chunk(created, vec![c]));
                         }
                     }
-                    let mut c = json!({"index": index, "delta": {"content": visible}, "finish_reason": null});
-                    if logprobs {
-                        c["logprobs"] = json!({"content": chat_logprobs(&st.engine, &[tok], &[logprob], &[top])});
-                    }
-                    if !visible.is_empty() || logprobs {
-                        tx.send(chunk(json!([c])));
-                    }
-                }
-                Event::Finished { index, reason, text } => {
-                    open -= 1;
-                    all_text[index].push_str(&text);
-                    let mut finish = match &reason {
-                        Finish::Error(e) => {
-                            tx.send(json!({"error": {"message": e, "type": "server_error"}}));
+                    Event::Finished { index, reason, text } => {
+                        open -= 1;
+                        if let Finish::Error(e) = &reason {
+                            tx.send(&ApiError::internal(e.clone()).body());
                             continue;
                         }
-                        r => finish_name(Some(r)),
-                    };
-                    let mut delta = json!({});
-                    let rest = match held[index].take() {
-                        Some(mut h) => {
-                            h.push_str(&text);
-                            match toolcall::parse(&all_text[index]) {
-                                Some(parsed) => {
-                                    delta["tool_calls"] = Value::Array(
-                                        parsed
-                                            .calls
-                                            .into_iter()
-                                            .enumerate()
-                                            .map(|(k, mut c)| {
-                                                c["index"] = json!(k);
-                                                c
-                                            })
-                                            .collect(),
-                                    );
-                                    if finish == "stop" {
-                                        finish = "tool_calls";
-                                    }
-                                    String::new()
-                                }
-                                None => h,
-                            }
-                        }
-                        None => text,
-                    };
-                    if !rest.is_empty() {
-                        delta["content"] = Value::String(rest);
+                        let last = self.last(&mut state[index], index, &reason, text);
+                        tx.send(&self.chunk(created, vec![last]));
                     }
-                    tx.send(chunk(
-                        json!([{"index": index, "delta": delta, "finish_reason": finish}]),
-                    ));
                 }
             }
+            if self.include_usage {
+                let mut c = self.chunk(created, Vec::new());
+                c.usage = Some(CompletionUsage::new(self.prompt_len, completion_tokens));
+                tx.send(&c);
+            }
+        });
+        Sse::new(stream).keep_alive(KeepAlive::default())
+    }
+
+    /// The chunk for one new token's `text`, if it shows anything.
+    fn token(
+        &self,
+        s: &mut Streaming,
+        index: usize,
+        text: String,
+        logprobs: Option<ChatLogprobs>,
+    ) -> Option<ChunkChoice> {
+        s.text.push_str(&text);
+        let mut visible = text;
+        if self.use_tools {
+            if let Some(h) = &mut s.held {
+                h.push_str(&visible);
+                visible.clear();
+            } else if let Some(at) = s.text.find("<tool_call>") {
+                let start_in_piece = at.saturating_sub(s.text.len() - visible.len());
+                s.held = Some(visible[start_in_piece..].to_owned());
+                visible.truncate(start_in_piece);
+            }
         }
-        if include_usage {
-            let mut c = chunk(json!([]));
-            c["usage"] = json!({"prompt_tokens": prompt_len, "completion_tokens": completion_tokens,
-                                "total_tokens": prompt_len + completion_tokens});
-            tx.send(c);
+        if visible.is_empty() && logprobs.is_none() {
+            return None;
         }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+        let delta = Delta { content: Some(visible), ..Delta::default() };
+        Some(ChunkChoice { index, delta, finish_reason: None, logprobs })
+    }
+
+    /// The last chunk of a choice: held text as tool calls (or as text, when it is not a
+    /// well-formed call), and the finish reason.
+    fn last(&self, s: &mut Streaming, index: usize, reason: &Finish, text: String) -> ChunkChoice {
+        s.text.push_str(&text);
+        let mut finish = finish_reason(Some(reason));
+        let mut delta = Delta::default();
+        let rest = match s.held.take() {
+            Some(mut held) => match toolcall::parse(&s.text) {
+                Some(parsed) => {
+                    delta.tool_calls = parsed
+                        .calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, call)| ToolCallDelta { index, call })
+                        .collect();
+                    if finish == FinishReason::Stop {
+                        finish = FinishReason::ToolCalls;
+                    }
+                    String::new()
+                }
+                None => {
+                    held.push_str(&text);
+                    held
+                }
+            },
+            None => text,
+        };
+        if !rest.is_empty() {
+            delta.content = Some(rest);
+        }
+        ChunkChoice { index, delta, finish_reason: Some(finish), logprobs: None }
+    }
 }
 
 /// A stream of SSE events fed by `f` through a channel, ending with `data: [DONE]`.
@@ -601,7 +630,7 @@ where
     F: FnOnce(Sink) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let gone = tx.clone();
     let produce = f(Sink(tx));
     tokio::spawn(async move {
@@ -611,7 +640,7 @@ where
         }
     });
     let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|v| (Ok(SseEvent::default().data(v.to_string())), rx))
+        rx.recv().await.map(|v| (Ok(SseEvent::default().data(v)), rx))
     });
     futures::StreamExt::chain(
         events,
@@ -619,162 +648,178 @@ where
     )
 }
 
-struct Sink(tokio::sync::mpsc::UnboundedSender<Value>);
+/// Where a stream's producer sends its events.
+struct Sink(tokio::sync::mpsc::UnboundedSender<String>);
 
 impl Sink {
-    fn send(&self, v: Value) {
-        let _ = self.0.send(v);
+    fn send<T: Serialize>(&self, event: &T) {
+        match serde_json::to_string(event) {
+            Ok(text) => {
+                let _ = self.0.send(text);
+            }
+            Err(e) => tracing::error!("an event could not be written: {e}"),
+        }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // /v1/completions
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Prompt {
-    Text(String),
-    Ids(Vec<u32>),
-}
-
-#[derive(Debug, Deserialize)]
-struct CompletionBody {
-    prompt: Prompt,
-    #[serde(default)]
-    stream: bool,
-    #[serde(default)]
-    logprobs: Option<usize>,
-    #[serde(default)]
-    return_token_ids: bool,
-    #[serde(flatten)]
-    sampling: SamplingFields,
-}
-
 async fn completions(
     State(st): State<Arc<ServerState>>,
-    Json(mut body): Json<CompletionBody>,
+    parsed: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let prompt = match std::mem::replace(&mut body.prompt, Prompt::Ids(Vec::new())) {
-        Prompt::Text(t) => {
+    let Json(mut body) = parsed?;
+    let prompt = match std::mem::replace(&mut body.prompt, PromptInput::Ids(Vec::new())) {
+        PromptInput::Text(t) => {
             let engine = st.engine.clone();
             off_runtime(move || tokenize(&engine, &t)).await?
         }
-        Prompt::Ids(ids) => ids,
+        PromptInput::Ids(ids) => ids,
     };
-    let (options, n) =
-        body.sampling.options(&st.engine, prompt.len(), body.logprobs.unwrap_or(0))?;
+    let top = body.logprobs.unwrap_or(0);
+    let (options, n) = sampling_options(&body.sampling, &st.engine, prompt.len(), top)?;
     let rx = st.engine.submit(Request { prompt: prompt.clone(), options, n })?;
-    let id = request_id("cmpl");
-    let created = now_secs();
+    let reply = TextCompletion {
+        id: request_id("cmpl"),
+        object: "text_completion".into(),
+        created: now_secs(),
+        model: st.model_name.clone(),
+        choices: Vec::new(),
+        usage: None,
+    };
     if body.stream {
-        let st2 = st.clone();
-        let want_lp = body.logprobs.is_some();
-        let stream = async_stream(move |tx| async move {
-            let mut rx = rx;
-            let mut open = n;
-            while open > 0 {
-                let Some(ev) = rx.recv().await else { break };
-                let c = match ev {
-                    Event::Token { index, id: tok, logprob, text, .. } => {
-                        let mut c = json!({"index": index, "text": text, "finish_reason": null, "logprobs": null});
-                        if want_lp {
-                            c["logprobs"] = json!({"tokens": [token_text(&st2.engine, tok)], "token_logprobs": [logprob]});
-                        }
-                        c
-                    }
-                    Event::Finished { index, reason, text } => {
-                        open -= 1;
-                        json!({"index": index, "text": text, "finish_reason": finish_name(Some(&reason))})
-                    }
-                };
-                tx.send(json!({"id": id, "object": "text_completion", "created": created, "model": st2.model_name, "choices": [c]}));
-            }
-        });
+        let stream =
+            async_stream(move |tx| stream_text(st, rx, n, body.logprobs.is_some(), reply, tx));
         return Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response());
     }
     let choices = collect(rx, n).await?;
     let completion_tokens: usize = choices.iter().map(|c| c.ids.len()).sum();
-    let out: Vec<Value> = choices
+    let choices = choices
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            let mut choice = json!({"index": i, "text": c.text, "finish_reason": finish_name(c.finish.as_ref()), "logprobs": null});
-            if body.logprobs.is_some() {
-                let tokens: Vec<String> = c.ids.iter().map(|&t| token_text(&st.engine, t)).collect();
-                let mut offset = 0;
-                let offsets: Vec<usize> = tokens.iter().map(|t| { let o = offset; offset += t.len(); o }).collect();
-                let tops: Vec<Value> = c
-                    .tops
-                    .iter()
-                    .map(|top| Value::Object(top.iter().map(|&(t, l)| (token_text(&st.engine, t), json!(l))).collect()))
-                    .collect();
-                choice["logprobs"] = json!({"tokens": tokens, "token_logprobs": c.logprobs, "top_logprobs": tops, "text_offset": offsets});
-            }
-            if body.return_token_ids {
-                choice["token_ids"] = json!(c.ids);
-            }
-            choice
+        .map(|(index, c)| TextChoice {
+            index,
+            text: c.text.clone(),
+            finish_reason: Some(finish_reason(c.finish.as_ref())),
+            logprobs: body.logprobs.is_some().then(|| text_logprobs(&st.engine, c)),
+            token_ids: body.return_token_ids.then(|| c.ids.clone()),
         })
         .collect();
-    Ok(Json(json!({
-        "id": id, "object": "text_completion", "created": created, "model": st.model_name, "choices": out,
-        "usage": {"prompt_tokens": prompt.len(), "completion_tokens": completion_tokens, "total_tokens": prompt.len() + completion_tokens},
-    }))
-    .into_response())
+    let usage = Some(CompletionUsage::new(prompt.len(), completion_tokens));
+    Ok(Json(TextCompletion { choices, usage, ..reply }).into_response())
+}
+
+/// OpenAI's legacy `logprobs` of a finished continuation.
+fn text_logprobs(engine: &Engine, c: &Choice) -> TextLogprobs {
+    let tokens: Vec<String> = c.ids.iter().map(|&t| token_text(engine, t)).collect();
+    let text_offset = tokens
+        .iter()
+        .scan(0, |offset, t| {
+            let at = *offset;
+            *offset += t.len();
+            Some(at)
+        })
+        .collect();
+    let top_logprobs = c
+        .tops
+        .iter()
+        .map(|top| TopMap(top.iter().map(|&(t, l)| (token_text(engine, t), l)).collect()))
+        .collect();
+    TextLogprobs {
+        tokens,
+        token_logprobs: c.logprobs.clone(),
+        top_logprobs: Some(top_logprobs),
+        text_offset: Some(text_offset),
+    }
+}
+
+/// The events of a streamed text completion: one per token, one per finished choice.
+async fn stream_text(
+    st: Arc<ServerState>,
+    mut rx: UnboundedReceiver<Event>,
+    n: usize,
+    want_logprobs: bool,
+    head: TextCompletion,
+    tx: Sink,
+) {
+    let mut open = n;
+    while open > 0 {
+        let Some(ev) = rx.recv().await else { break };
+        let choice = match ev {
+            Event::Token { index, id, logprob, text, .. } => TextChoice {
+                index,
+                text,
+                finish_reason: None,
+                logprobs: want_logprobs.then(|| TextLogprobs {
+                    tokens: vec![token_text(&st.engine, id)],
+                    token_logprobs: vec![logprob],
+                    ..TextLogprobs::default()
+                }),
+                token_ids: None,
+            },
+            Event::Finished { index, reason, text } => {
+                open -= 1;
+                TextChoice {
+                    index,
+                    text,
+                    finish_reason: Some(finish_reason(Some(&reason))),
+                    logprobs: None,
+                    token_ids: None,
+                }
+            }
+        };
+        tx.send(&TextCompletion { choices: vec![choice], ..head.clone() });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // /v1/generate: token ids in, token ids and logprobs out.
 
-#[derive(Debug, Deserialize)]
-struct GenerateBody {
-    prompt_token_ids: Vec<u32>,
-    #[serde(flatten)]
-    sampling: SamplingFields,
-}
-
 async fn generate(
     State(st): State<Arc<ServerState>>,
-    Json(body): Json<GenerateBody>,
-) -> Result<Response, ApiError> {
-    let (options, n) = body.sampling.options(&st.engine, body.prompt_token_ids.len(), 0)?;
+    parsed: Result<Json<GenerateRequest>, JsonRejection>,
+) -> Result<Json<GenerateReply>, ApiError> {
+    let Json(body) = parsed?;
+    let (options, n) =
+        sampling_options(&body.sampling, &st.engine, body.prompt_token_ids.len(), 0)?;
     let rx = st.engine.submit(Request { prompt: body.prompt_token_ids, options, n })?;
     let choices = collect(rx, n).await?;
-    let version = choices.iter().filter_map(|c| c.first_version).min().unwrap_or(0);
-    let out: Vec<Value> = choices
-        .iter()
-        .map(|c| {
-            json!({"token_ids": c.ids, "logprobs": c.logprobs, "finish_reason": finish_name(c.finish.as_ref()),
-                   "text": c.text, "policy_version": c.first_version, "last_policy_version": c.last_version})
+    let policy_version = choices.iter().filter_map(|c| c.first_version).min().unwrap_or(0);
+    let choices = choices
+        .into_iter()
+        .map(|c| GenerateChoice {
+            finish_reason: finish_reason(c.finish.as_ref()),
+            token_ids: c.ids,
+            logprobs: c.logprobs,
+            text: c.text,
+            policy_version: c.first_version,
+            last_policy_version: c.last_version,
         })
         .collect();
-    Ok(Json(json!({"choices": out, "policy_version": version})).into_response())
+    Ok(Json(GenerateReply { choices, policy_version }))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Admin.
 
-async fn models(State(st): State<Arc<ServerState>>) -> Json<Value> {
-    Json(json!({"object": "list", "data": [{
-        "id": st.model_name, "object": "model", "owned_by": "temper",
-        "max_model_len": st.engine.config().max_position_embeddings,
-    }]}))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateBody {
-    /// A folder of safetensors (with or without `config.json`).
-    path: PathBuf,
-    /// The version to report from now on (default: the current one plus one).
-    #[serde(default)]
-    version: Option<u64>,
+async fn models(State(st): State<Arc<ServerState>>) -> Json<ModelList> {
+    Json(ModelList {
+        object: "list".into(),
+        data: vec![ModelCard {
+            id: st.model_name.clone(),
+            object: "model".into(),
+            owned_by: "temper".into(),
+            max_model_len: Some(st.engine.config().max_position_embeddings),
+        }],
+    })
 }
 
 async fn update_weights(
     State(st): State<Arc<ServerState>>,
-    Json(body): Json<UpdateBody>,
-) -> Result<Json<Value>, ApiError> {
+    parsed: Result<Json<UpdateWeightsRequest>, JsonRejection>,
+) -> Result<Json<UpdateWeightsReply>, ApiError> {
+    let Json(body) = parsed?;
     let _one_at_a_time = st.updating.lock().await;
     let cfg = st.engine.config().clone();
     let (dtype, device) = (st.dtype, st.device.clone());
@@ -786,38 +831,37 @@ async fn update_weights(
             Transformer::from_tensors(cfg, tensors, dtype, &device)
         })
         .await
-        .map_err(|e| ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: e.to_string(),
-        })?
+        .map_err(|e| ApiError::internal(e.to_string()))?
         .map_err(|e| ApiError::bad(format!("cannot load weights: {e}")))?;
     let version =
         body.version.unwrap_or_else(|| st.engine.stats().version.load(Ordering::Relaxed) + 1);
     let version = st.engine.update_weights(model, version).await?;
+    let load_s = started.elapsed().as_secs_f64();
     tracing::info!(
-        "weights from {} in use as version {version} ({:.2} s)",
-        body.path.display(),
-        started.elapsed().as_secs_f64()
+        "weights from {} in use as version {version} ({load_s:.2} s)",
+        body.path.display()
     );
-    Ok(Json(json!({"version": version, "load_s": started.elapsed().as_secs_f64()})))
+    Ok(Json(UpdateWeightsReply { version, load_s }))
 }
 
-async fn pause(State(st): State<Arc<ServerState>>) -> Result<Json<Value>, ApiError> {
+async fn pause(State(st): State<Arc<ServerState>>) -> Result<Json<PauseReply>, ApiError> {
     st.engine.set_paused(true)?;
-    Ok(Json(json!({"paused": true})))
+    Ok(Json(PauseReply { paused: true }))
 }
 
-async fn resume(State(st): State<Arc<ServerState>>) -> Result<Json<Value>, ApiError> {
+async fn resume(State(st): State<Arc<ServerState>>) -> Result<Json<PauseReply>, ApiError> {
     st.engine.set_paused(false)?;
-    Ok(Json(json!({"paused": false})))
+    Ok(Json(PauseReply { paused: false }))
 }
 
-async fn health(State(st): State<Arc<ServerState>>) -> Json<Value> {
+async fn health(State(st): State<Arc<ServerState>>) -> Json<Health> {
     let s = st.engine.stats();
-    Json(
-        json!({"status": "ok", "model": st.model_name, "version": s.version.load(Ordering::Relaxed),
-                "paused": s.paused.load(Ordering::Relaxed)}),
-    )
+    Json(Health {
+        status: "ok".into(),
+        model: st.model_name.clone(),
+        version: s.version.load(Ordering::Relaxed),
+        paused: s.paused.load(Ordering::Relaxed),
+    })
 }
 
 async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {

@@ -1,7 +1,8 @@
 //! Tool calls in model output, in the Hermes / Qwen3 format the chat templates teach:
 //! `<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>`.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use temper_protocol::{FunctionCall, ToolCall};
 
 /// Tool calls found in a reply, and the text around them.
 #[derive(Debug, PartialEq)]
@@ -9,7 +10,7 @@ pub struct Parsed {
     /// The text outside the tool-call blocks, trimmed.
     pub content: String,
     /// OpenAI `tool_calls` entries (`arguments` as a JSON string).
-    pub calls: Vec<Value>,
+    pub calls: Vec<ToolCall>,
 }
 
 /// The tool calls of `text`; `None` when it has none, or when a block is not a well-formed call
@@ -34,11 +35,11 @@ pub fn parse(text: &str) -> Option<Parsed> {
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
         };
-        calls.push(json!({
-            "id": format!("call_{:016x}", rand::random::<u64>()),
-            "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }));
+        calls.push(ToolCall {
+            id: format!("call_{:016x}", rand::random::<u64>()),
+            kind: "function".to_owned(),
+            function: FunctionCall { name, arguments },
+        });
         rest = next;
     }
     if calls.is_empty() {
@@ -58,10 +59,10 @@ mod tests {
         let p = parse(text).unwrap();
         assert_eq!(p.content, "Let me check.");
         assert_eq!(p.calls.len(), 2);
-        assert_eq!(p.calls[0]["function"]["name"], "get_weather");
-        assert_eq!(p.calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
-        assert_eq!(p.calls[1]["function"]["arguments"], "{}");
-        assert!(p.calls[0]["id"].as_str().unwrap().starts_with("call_"));
+        assert_eq!(p.calls[0].function.name, "get_weather");
+        assert_eq!(p.calls[0].function.arguments, "{\"city\":\"Paris\"}");
+        assert_eq!(p.calls[1].function.arguments, "{}");
+        assert!(p.calls[0].id.starts_with("call_"));
     }
 
     #[test]
@@ -71,6 +72,6 @@ mod tests {
         assert_eq!(parse("<tool_call>{\"arguments\": {}}</tool_call>"), None); // no name
         // Unclosed at the end of the reply: taken to the end.
         let p = parse("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}").unwrap();
-        assert_eq!(p.calls[0]["function"]["arguments"], "{\"x\":1}");
+        assert_eq!(p.calls[0].function.arguments, "{\"x\":1}");
     }
 }

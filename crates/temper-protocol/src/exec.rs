@@ -131,3 +131,94 @@ impl RunResult {
         }
     }
 }
+
+/// The body of the sandbox's `POST /v1/run`: a [`RunRequest`] with extra files.
+///
+/// Contract: written by `temper-client`'s `SandboxClient`, read by `temper sandbox serve`. What
+/// must hold: every key of `files` is a relative path without `.` or `..` parts (the server
+/// refuses others), written into the program's working folder before it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRunRequest {
+    /// Language of `code`.
+    pub language: Language,
+    /// Source text of the program.
+    pub code: String,
+    /// Extra files by relative path.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
+    /// Bytes given on standard input.
+    #[serde(default)]
+    pub stdin: String,
+    /// Limits for this run.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+impl From<RunRequest> for SandboxRunRequest {
+    fn from(r: RunRequest) -> Self {
+        Self {
+            language: r.language,
+            code: r.code,
+            files: Default::default(),
+            stdin: r.stdin,
+            limits: r.limits,
+        }
+    }
+}
+
+impl SandboxRunRequest {
+    /// The run and its extra files.
+    pub fn into_parts(self) -> (RunRequest, std::collections::BTreeMap<String, String>) {
+        let run = RunRequest {
+            language: self.language,
+            code: self.code,
+            stdin: self.stdin,
+            limits: self.limits,
+        };
+        (run, self.files)
+    }
+}
+
+/// The body of the sandbox's `POST /v1/run_tests`: one program against stdin/stdout tests.
+///
+/// Contract: written by `SandboxClient::run_tests`, read by `temper sandbox serve`, which
+/// answers [`TestsReply`]. What must hold: at most the server's test limit (1000) per request;
+/// with `stop_on_failure`, the results end at the first failing test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestsRequest {
+    /// Language of `code`.
+    pub language: Language,
+    /// Source text of the program.
+    pub code: String,
+    /// The tests, run in order.
+    pub tests: Vec<TestCase>,
+    /// Limits of each test's run.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Stop at the first failing test.
+    #[serde(default)]
+    pub stop_on_failure: bool,
+}
+
+/// The reply of `POST /v1/run_tests`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestsReply {
+    /// Tests passed.
+    pub passed: usize,
+    /// Tests in the request.
+    pub total: usize,
+    /// One per test run, in order.
+    pub results: Vec<TestResult>,
+}
+
+/// One test's run and whether its output matched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// The run ended `ok` and printed the expected output.
+    pub passed: bool,
+    /// The run.
+    #[serde(flatten)]
+    pub result: RunResult,
+}

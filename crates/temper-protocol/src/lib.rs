@@ -4,13 +4,18 @@
 //! This crate is the bottom of the dependency graph. It holds plain serde types and the pure
 //! helpers that keep them consistent; it must not depend on any other temper crate, perform I/O,
 //! or know about models, environments or sandboxes beyond the shape of the data they exchange.
+//! Its one optional dependency, axum (feature `axum`), serves [`error::json_errors`], the
+//! middleware that makes every temper HTTP service answer errors in [`ErrorBody`]'s shape.
 //!
 //! Every top-level record that is written to disk or sent between processes carries
 //! [`SCHEMA_VERSION`] so a reader can refuse data it does not understand.
 
+pub mod admin;
 pub mod batch;
 pub mod chat;
+pub mod error;
 pub mod exec;
+pub mod openai;
 pub mod pack;
 pub mod rollout;
 pub mod run_dir;
@@ -18,7 +23,11 @@ pub mod sampling;
 
 pub use batch::{TrainBatch, TrainSample};
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
-pub use exec::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+pub use error::{ErrorBody, ErrorDetail};
+pub use exec::{
+    Language, Limits, RunRequest, RunResult, RunStatus, SandboxRunRequest, TestCase, TestResult,
+    TestsReply, TestsRequest,
+};
 pub use rollout::{Rollout, RolloutError, StopReason, Timings, TokenTrace};
 pub use sampling::{FinishReason, SamplingParams, Usage};
 

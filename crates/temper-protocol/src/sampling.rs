@@ -40,9 +40,11 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` or the context length was reached: the turn is truncated.
     Length,
-    /// The model asked for tool calls.
+    /// The model asked for tool calls (OpenAI's older `function_call` reads as this).
+    #[serde(alias = "function_call")]
     ToolCalls,
     /// Anything else the server reported (`content_filter`, ...).
+    #[serde(other)]
     Other,
 }
 

@@ -29,7 +29,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+use temper_protocol::error::{code_for_status, json_errors};
+use temper_protocol::{
+    ErrorBody, Limits, RunResult, RunStatus, SandboxRunRequest, TestResult, TestsReply,
+    TestsRequest,
+};
 
 use crate::runner::Sandbox;
 use crate::slot::Slot;
@@ -107,8 +111,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response =
-            (self.status, Json(json!({"error": {"code": self.code, "message": self.message}})))
-                .into_response();
+            (self.status, Json(ErrorBody::new(self.code, self.message))).into_response();
         if let Some(s) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
@@ -123,6 +126,11 @@ fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> ApiResult<T> {
     parsed.map(|Json(v)| v).map_err(|e| ApiError::new(e.status(), "bad_request", e.body_text()))
 }
 
+/// An error whose code is the status's usual one.
+fn status_error(status: StatusCode, message: &str) -> ApiError {
+    ApiError::new(status, code_for_status(status.as_u16()), message)
+}
+
 /// The router, for serving or for tests.
 pub fn router(state: Arc<AppState>) -> Router {
     let body_limit = state.options.max_body_bytes;
@@ -135,6 +143,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes/{id}/files/{*path}", get(read_file).put(write_file))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .fallback(|| async { status_error(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            status_error(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
+        })
+        .layer(axum::middleware::map_response(json_errors))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
@@ -238,59 +251,28 @@ fn checked_path(path: &str) -> ApiResult<&str> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunBody {
-    language: Language,
-    code: String,
-    #[serde(default)]
-    files: BTreeMap<String, String>,
-    #[serde(default)]
-    stdin: String,
-    #[serde(default)]
-    limits: Limits,
-}
-
 async fn run(
     State(state): State<Arc<AppState>>,
-    parsed: Result<Json<RunBody>, JsonRejection>,
+    parsed: Result<Json<SandboxRunRequest>, JsonRejection>,
 ) -> ApiResult<Json<RunResult>> {
-    let body = body(parsed)?;
-    for path in body.files.keys() {
+    let (request, files) = body(parsed)?.into_parts();
+    for path in files.keys() {
         checked_path(path)?;
     }
     let _permit = permit(&state).await?;
-    let request = RunRequest {
-        language: body.language,
-        code: body.code,
-        stdin: body.stdin,
-        limits: body.limits,
-    };
-    let result = if body.files.is_empty() {
+    let result = if files.is_empty() {
         state.sandbox.run(&request).await
     } else {
-        state.sandbox.run_with_files(&request, &body.files).await
+        state.sandbox.run_with_files(&request, &files).await
     };
     count(&state, result.status);
     Ok(Json(result))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TestsBody {
-    language: Language,
-    code: String,
-    tests: Vec<TestCase>,
-    #[serde(default)]
-    limits: Limits,
-    #[serde(default)]
-    stop_on_failure: bool,
-}
-
 async fn run_tests(
     State(state): State<Arc<AppState>>,
-    parsed: Result<Json<TestsBody>, JsonRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+    parsed: Result<Json<TestsRequest>, JsonRejection>,
+) -> ApiResult<Json<TestsReply>> {
     let body = body(parsed)?;
     if body.tests.len() > 1000 {
         return Err(bad_request("at most 1000 tests per request"));
@@ -301,17 +283,15 @@ async fn run_tests(
         .run_tests(body.language, &body.code, &body.tests, body.limits, body.stop_on_failure)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "sandbox", e.to_string()))?;
-    let results: Vec<serde_json::Value> = outcomes
+    let results: Vec<TestResult> = outcomes
         .into_iter()
         .map(|o| {
             count(&state, o.result.status);
-            let mut v = serde_json::to_value(&o.result).unwrap_or_default();
-            v["passed"] = json!(o.passed);
-            v
+            TestResult { passed: o.passed, result: o.result }
         })
         .collect();
-    let passed = results.iter().filter(|r| r["passed"] == true).count();
-    Ok(Json(json!({"passed": passed, "total": body.tests.len(), "results": results})))
+    let passed = results.iter().filter(|r| r.passed).count();
+    Ok(Json(TestsReply { passed, total: body.tests.len(), results }))
 }
 
 fn new_id() -> String {

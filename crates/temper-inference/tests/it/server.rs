@@ -138,7 +138,13 @@ async fn generate_route_follows_the_contract() {
         .send()
         .await
         .unwrap();
-    assert!(r.status().is_client_error());
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["error"]["code"].as_str(), v["error"]["type"].as_str()),
+        (Some("bad_request"), Some("invalid_request_error")),
+        "{v}"
+    );
     let huge = vec![0u8; 17 << 20];
     let r = reqwest::Client::new()
         .post(format!("{url}/v1/generate"))
@@ -148,6 +154,17 @@ async fn generate_route_follows_the_contract() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 413);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "too_large", "{v}");
+    // What no handler sees answers in the same shape: an unknown route, a wrong method.
+    let r = reqwest::Client::new().get(format!("{url}/v1/nope")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "not_found", "{v}");
+    let r = reqwest::Client::new().get(format!("{url}/v1/generate")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "method_not_allowed", "{v}");
 }
 
 #[tokio::test]
