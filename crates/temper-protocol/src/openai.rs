@@ -19,6 +19,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::chat::null_as_empty;
 use crate::{FinishReason, Message, Role, SamplingParams, ToolCall, ToolSpec, Usage};
 
 // ---------------------------------------------------------------------------------------------
@@ -535,10 +536,6 @@ fn is_false(b: &bool) -> bool {
 
 fn assistant() -> Role {
     Role::Assistant
-}
-
-fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[cfg(test)]
