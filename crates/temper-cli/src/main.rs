@@ -49,31 +49,6 @@ fn pin_tensor_threads() {
     tracing::debug!("could not start over with the tensor environment set: {err}");
 }
 
-/// Exits when the process that started this one (`temper rl`, named by
-/// [`env_vars::SUPERVISOR_PID`]) is gone: a killed launcher leaves nothing running.
-fn watch_supervisor() {
-    let Some(pid) =
-        std::env::var(env_vars::SUPERVISOR_PID).ok().and_then(|p| p.parse::<u32>().ok())
-    else {
-        return;
-    };
-    std::thread::spawn(move || {
-        loop {
-            if std::os::unix::process::parent_id() != pid {
-                // stderr may be a pipe nobody reads any more: a failed write must not stop the
-                // exit (eprintln! would panic this thread and leave the process running).
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "error: the supervising `temper rl` (pid {pid}) is gone; exiting"
-                );
-                std::process::exit(1);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(250));
-        }
-    });
-}
-
 fn main() -> ExitCode {
     // The sandbox starts this same binary as its slot helper; that process must stay small and
     // single-threaded, so it branches off before anything else.
@@ -88,7 +63,7 @@ fn main() -> ExitCode {
     ) {
         pin_tensor_threads();
     }
-    watch_supervisor();
+    temper_launch::process::watch_parent();
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();

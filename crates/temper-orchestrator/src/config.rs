@@ -1,10 +1,9 @@
 //! The orchestrator's configuration: `[orchestrator]`, `[inference]`, `[[env]]` and `[output]`
 //! of an RL config.
 
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 use temper_protocol::SamplingParams;
+use temper_protocol::run_dir::OutputConfig;
 
 use crate::OrchestratorError;
 
@@ -21,23 +20,9 @@ pub struct OrchestratorConfig {
     /// The environments to train on (at least one).
     #[serde(default)]
     pub env: Vec<EnvConfig>,
-    /// The run directory.
-    #[serde(default)]
+    /// The run directory (default `outputs/rl`, shared with the trainer).
+    #[serde(default = "OutputConfig::rl")]
     pub output: OutputConfig,
-}
-
-/// `[output]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OutputConfig {
-    /// The run directory, shared with the trainer.
-    pub dir: PathBuf,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        Self { dir: PathBuf::from("outputs/rl") }
-    }
 }
 
 /// `[orchestrator]`.

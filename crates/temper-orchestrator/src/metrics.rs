@@ -1,40 +1,25 @@
-//! Metrics: one JSON object per line in `metrics.jsonl` (names in `overview.md`), and the
-//! latest value of each numeric one as a Prometheus gauge on `/metrics` when
-//! `orchestrator.metrics_addr` is set.
+//! The orchestrator's metrics on `/metrics`: the latest value of every number of the lines it
+//! writes to `metrics.jsonl` (the records of [`temper_protocol::metrics`]) as a Prometheus
+//! gauge, when `orchestrator.metrics_addr` is set.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value};
+use temper_protocol::MetricsLine;
 
 use crate::OrchestratorError;
-
-/// Appends one line (a single `write` on an `O_APPEND` file, so lines of the trainer and the
-/// orchestrator never interleave).
-pub fn append(path: &Path, line: &Map<String, Value>) -> Result<(), OrchestratorError> {
-    let mut text = serde_json::to_string(line).map_err(|e| OrchestratorError::Io(e.to_string()))?;
-    text.push('\n');
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| OrchestratorError::Io(format!("{}: {e}", path.display())))
-}
 
 /// The latest value of every numeric metric.
 #[derive(Debug, Clone, Default)]
 pub struct Gauges(Arc<Mutex<BTreeMap<String, f64>>>);
 
 impl Gauges {
-    /// Records every number in `line`.
-    pub fn set_all(&self, line: &Map<String, Value>) {
+    /// Records every number of `line` (a metric that was not measured, NaN, is left out).
+    pub fn set_all(&self, line: &MetricsLine) {
         let Ok(mut g) = self.0.lock() else { return };
-        for (k, v) in line {
-            if let Some(x) = v.as_f64() {
-                g.insert(k.clone(), x);
+        for (k, v) in line.gauges() {
+            if v.is_finite() {
+                g.insert(k, v);
             }
         }
     }
@@ -94,15 +79,18 @@ mod tests {
     #[test]
     fn gauges_render_prometheus_names() {
         let g = Gauges::default();
-        let line: Map<String, Value> = serde_json::from_str(
-            r#"{"step": 3, "role": "orchestrator", "reward/mean": 0.5, "eval/x/pass@4": 1.0}"#,
-        )
-        .expect("json");
-        g.set_all(&line);
+        let step = r#"{"step": 3, "role": "orchestrator", "reward/mean": 0.5}"#;
+        let eval = r#"{"step": 2, "role": "orchestrator", "kind": "eval", "eval/x/pass@4": 1.0}"#;
+        for line in [step, eval] {
+            g.set_all(&MetricsLine::parse(line).expect("json").expect("known role"));
+        }
         let text = g.render();
         assert!(text.contains("temper_orchestrator_reward_mean 0.5\n"), "{text}");
         assert!(text.contains("temper_orchestrator_eval_x_pass_4 1\n"), "{text}");
-        assert!(text.contains("temper_orchestrator_step 3\n"), "{text}");
+        // An evaluation line's step is the version it evaluated; the latest line's is kept.
+        assert!(text.contains("temper_orchestrator_step 2\n"), "{text}");
+        // Metrics a line did not carry are not shown as NaN.
+        assert!(!text.contains("NaN"), "{text}");
         assert!(!text.contains("role"), "{text}");
     }
 }

@@ -27,8 +27,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 use temper_envs::{Environment, LoadOptions, Services, Split};
+use temper_protocol::metrics::{
+    EvalScores, MetricsLine, OrchestratorStepLine, REWARD_MEAN, Writer,
+};
 use temper_protocol::run_dir::{self, STABLE};
 use temper_protocol::{Rollout, SCHEMA_VERSION, StopReason, TrainSample};
 use tokio::sync::{RwLock, mpsc};
@@ -53,17 +55,16 @@ pub enum Start {
     At(u64),
 }
 
-/// What `temper orchestrator` calls back into. Metrics are the objects written to
-/// `metrics.jsonl`.
+/// What `temper orchestrator` calls back into, with the records written to `metrics.jsonl`.
 pub trait OrchestratorHooks: Send {
     /// The loop starts after `start_step`.
     fn on_start(&mut self, _start_step: u64, _total: u64) {}
     /// A batch was shipped.
-    fn on_step(&mut self, _metrics: &Map<String, Value>) {}
+    fn on_step(&mut self, _metrics: &OrchestratorStepLine) {}
     /// Servers now serve `version`.
     fn on_weights(&mut self, _version: u64) {}
     /// An evaluation finished.
-    fn on_eval(&mut self, _metrics: &Map<String, Value>) {}
+    fn on_eval(&mut self, _scores: &EvalScores) {}
     /// Stop now (each step is checkpointed as it ships).
     fn should_stop(&mut self) -> bool {
         false
@@ -82,8 +83,8 @@ pub struct Summary {
     pub steps: u64,
     /// Whether it stopped early.
     pub stopped: bool,
-    /// The last evaluation per key (`eval/<env>/reward/mean`, ...).
-    pub last_eval: Map<String, Value>,
+    /// The last evaluation, if one ran.
+    pub last_eval: Option<EvalScores>,
 }
 
 /// The orchestrator's checkpoint: the task position after shipping `step`.
@@ -228,7 +229,7 @@ impl<'a> Orchestrator<'a> {
             flights: BTreeMap::new(),
             queue: VecDeque::new(),
             events,
-            last_eval: Map::new(),
+            last_eval: None,
             metrics_path: run_dir::metrics_file(&run),
             gauges,
         };
@@ -367,9 +368,8 @@ impl<'a> Orchestrator<'a> {
         let loaded = self.loaded.load(Ordering::SeqCst);
         let ship = Ship { step, o: self.cfg, counts: &collected.counts, timing, loaded };
         let line = ship_step(&self.run, &ship, &collected.chosen, &collected.filtered, &self.envs)?;
-        metrics::append(&self.inbox.metrics_path, &line)?;
-        self.inbox.gauges.set_all(&line);
         hooks.on_step(&line);
+        self.inbox.record(&MetricsLine::Orchestrator(line))?;
         save_state(&self.run, step, self.tasks.state())
     }
 
@@ -401,7 +401,7 @@ impl<'a> Orchestrator<'a> {
         let (steps, due_eval) = (self.cfg.steps, self.cfg.eval.every > 0);
         loop {
             let have = self.loaded.load(Ordering::SeqCst);
-            let evaluated = self.inbox.last_eval.get("step").and_then(Value::as_u64) == Some(steps);
+            let evaluated = self.inbox.last_eval.as_ref().map(|e| e.step) == Some(steps);
             if (have >= steps && (!due_eval || evaluated)) || hooks.should_stop() {
                 return Ok(());
             }
@@ -461,7 +461,7 @@ fn score_group(
 #[derive(Debug)]
 enum Event {
     Weights(u64),
-    Eval(Map<String, Value>),
+    Eval(EvalScores),
     Failed(OrchestratorError),
 }
 
@@ -474,7 +474,7 @@ struct Inbox {
     /// Finished groups not yet taken into a batch.
     queue: VecDeque<Group>,
     events: mpsc::UnboundedReceiver<Event>,
-    last_eval: Map<String, Value>,
+    last_eval: Option<EvalScores>,
     metrics_path: PathBuf,
     gauges: metrics::Gauges,
 }
@@ -501,6 +501,14 @@ impl Inbox {
         Ok(())
     }
 
+    /// Appends `line` to `metrics.jsonl` and shows it on `/metrics`.
+    fn record(&self, line: &MetricsLine) -> Result<(), OrchestratorError> {
+        temper_protocol::metrics::append(&self.metrics_path, line)
+            .map_err(|e| io(&self.metrics_path, &e))?;
+        self.gauges.set_all(line);
+        Ok(())
+    }
+
     fn handle(
         &mut self,
         ev: Event,
@@ -508,11 +516,10 @@ impl Inbox {
     ) -> Result<(), OrchestratorError> {
         match ev {
             Event::Weights(v) => hooks.on_weights(v),
-            Event::Eval(line) => {
-                metrics::append(&self.metrics_path, &line)?;
-                self.gauges.set_all(&line);
-                hooks.on_eval(&line);
-                self.last_eval = line;
+            Event::Eval(scores) => {
+                hooks.on_eval(&scores);
+                self.record(&MetricsLine::Eval(scores.clone()))?;
+                self.last_eval = Some(scores);
             }
             Event::Failed(e) => return Err(e),
         }
@@ -539,7 +546,7 @@ fn ship_step(
     groups: &[Group],
     filtered: &[Group],
     envs: &[Arc<Environment>],
-) -> Result<Map<String, Value>, OrchestratorError> {
+) -> Result<OrchestratorStepLine, OrchestratorError> {
     let (o, step) = (ship.o, ship.step);
     let (samples, staleness, unusable) = samples_of(groups, o, step);
     if samples.is_empty() {
@@ -592,7 +599,7 @@ fn write_batches(
     for b in &batches {
         let path = run_dir::batch_file(run, step, b.rank);
         let bytes = serde_json::to_vec(b).map_err(|e| OrchestratorError::Io(e.to_string()))?;
-        write_atomic(&path, &bytes)?;
+        temper_protocol::fsio::write_atomic(&path, &bytes).map_err(|e| io(&path, &e))?;
         trained_tokens +=
             b.micro_batches.iter().flatten().map(|s| s.token_ids.len() as u64).sum::<u64>();
     }
@@ -608,9 +615,8 @@ fn step_metrics(
     filtered: &[Group],
     envs: &[Arc<Environment>],
     trained: (&[u64], &BTreeMap<&'static str, u64>, u64),
-) -> Map<String, Value> {
-    let (staleness, unusable, trained_tokens) = trained;
-    let step = ship.step;
+) -> OrchestratorStepLine {
+    let (staleness, unusable, tokens_trained) = trained;
     // Metrics over every rollout consumed this step (filtered groups included: their rewards are
     // part of what the policy does).
     let all: Vec<&Rollout> = groups.iter().chain(filtered).flat_map(|g| &g.rollouts).collect();
@@ -629,56 +635,45 @@ fn step_metrics(
         .filter_map(|r| r.tokens.as_ref())
         .map(|t| (t.prompt_ids.len() + t.completion_ids.len()) as f64)
         .collect();
-    let generation_ms: f64 = all.iter().map(|r| r.timings.generation_ms).sum::<f64>() / n;
-    let scoring_ms: f64 = all.iter().map(|r| r.timings.scoring_ms).sum::<f64>() / n;
-    let mut line = Map::new();
-    line.insert("step".into(), json!(step));
-    line.insert("role".into(), json!("orchestrator"));
-    line.insert("reward/mean".into(), json!(mean));
-    line.insert("reward/std".into(), json!(std));
     let mut per_env: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
     for g in groups.iter().chain(filtered) {
         let e = per_env.entry(g.env).or_default();
         e.0 += g.rollouts.iter().map(|r| r.reward).sum::<f64>();
         e.1 += g.rollouts.len();
     }
-    for (env, (sum, count)) in per_env {
-        line.insert(
-            format!("reward/{}/mean", envs[env].info.name),
-            json!(sum / count.max(1) as f64),
-        );
+    let c = ship.counts;
+    let metrics = temper_protocol::metrics::OrchestratorStep {
+        step: ship.step,
+        reward_mean: mean,
+        reward_std: std,
+        samples: staleness.len() as u64,
+        groups_trained: groups.len() as u64,
+        groups_filtered: c.filtered_groups,
+        groups_stale: c.stale_groups,
+        groups_cancelled: c.cancelled_groups,
+        rollouts_stale: c.stale_rollouts,
+        errors: c.errors,
+        seq_len: mean_of(&seq_lens),
+        completion_len: mean_of(&completion_tokens),
+        truncated: truncated as f64 / n,
+        off_policy_max: staleness.iter().max().copied().unwrap_or(0),
+        off_policy_mean: staleness.iter().sum::<u64>() as f64 / staleness.len().max(1) as f64,
+        policy_version: ship.loaded,
+        tokens_per_s: completion_tokens.iter().sum::<f64>() / ship.timing.collect_s.max(1e-9),
+        tokens_trained,
+        wait_gate_s: ship.timing.wait_gate_s,
+        collect_s: ship.timing.collect_s,
+        generation_ms: all.iter().map(|r| r.timings.generation_ms).sum::<f64>() / n,
+        scoring_ms: all.iter().map(|r| r.timings.scoring_ms).sum::<f64>() / n,
+    };
+    OrchestratorStepLine {
+        metrics,
+        env_reward: per_env
+            .into_iter()
+            .map(|(env, (sum, count))| (envs[env].info.name.clone(), sum / count.max(1) as f64))
+            .collect(),
+        dropped: unusable.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
     }
-    let trained = groups.len();
-    line.insert("samples".into(), json!(staleness.len()));
-    line.insert("groups/trained".into(), json!(trained));
-    line.insert("groups/filtered".into(), json!(ship.counts.filtered_groups));
-    line.insert("groups/stale".into(), json!(ship.counts.stale_groups));
-    line.insert("groups/cancelled".into(), json!(ship.counts.cancelled_groups));
-    line.insert("rollouts/stale".into(), json!(ship.counts.stale_rollouts));
-    line.insert("errors/count".into(), json!(ship.counts.errors));
-    for (k, v) in unusable {
-        line.insert(format!("dropped/{k}"), json!(v));
-    }
-    line.insert("seq_len/mean".into(), json!(mean_of(&seq_lens)));
-    line.insert("completion_len/mean".into(), json!(mean_of(&completion_tokens)));
-    line.insert("truncated/fraction".into(), json!(truncated as f64 / n));
-    line.insert("off_policy/max".into(), json!(staleness.iter().max().copied().unwrap_or(0)));
-    line.insert(
-        "off_policy/mean".into(),
-        json!(staleness.iter().sum::<u64>() as f64 / staleness.len().max(1) as f64),
-    );
-    line.insert("policy_version".into(), json!(ship.loaded));
-    let generated: f64 = completion_tokens.iter().sum();
-    line.insert(
-        "throughput/tokens_per_s".into(),
-        json!(generated / ship.timing.collect_s.max(1e-9)),
-    );
-    line.insert("tokens/trained".into(), json!(trained_tokens));
-    line.insert("time/wait_gate".into(), json!(ship.timing.wait_gate_s));
-    line.insert("time/collect".into(), json!(ship.timing.collect_s));
-    line.insert("time/generation_ms".into(), json!(generation_ms));
-    line.insert("time/scoring_ms".into(), json!(scoring_ms));
-    line
 }
 
 fn mean_of(v: &[f64]) -> f64 {
@@ -687,13 +682,6 @@ fn mean_of(v: &[f64]) -> f64 {
 
 fn io(path: &Path, e: &std::io::Error) -> OrchestratorError {
     OrchestratorError::Io(format!("{}: {e}", path.display()))
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OrchestratorError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, &e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io(path, &e))
 }
 
 fn state_dir(run: &Path) -> PathBuf {
@@ -875,7 +863,7 @@ impl Watcher {
             tracing::debug!("evaluated v{version} in {:.2} s", started.elapsed().as_secs_f64());
             match line {
                 Ok(mut line) => {
-                    line.insert("time/eval".into(), json!(started.elapsed().as_secs_f64()));
+                    line.seconds = Some(started.elapsed().as_secs_f64());
                     let _ = events.send(Event::Eval(line));
                 }
                 Err(e) => {
@@ -886,17 +874,15 @@ impl Watcher {
     }
 }
 
-/// One evaluation line: `eval/<env>/reward/mean`, `eval/<env>/avg@k`, `eval/<env>/pass@k`.
+/// The scores of one evaluation: per environment `reward/mean`, `avg@k`, `pass@k`, `errors`.
 async fn evaluate(
     envs: &[Arc<Environment>],
     servers: &Servers,
     services: &Services,
     eval: &EvalConfig,
     version: u64,
-) -> Result<Map<String, Value>, OrchestratorError> {
-    let mut line = Map::new();
-    line.insert("step".into(), json!(version));
-    line.insert("role".into(), json!("orchestrator"));
+) -> Result<EvalScores, OrchestratorError> {
+    let mut line = EvalScores::new(version, Writer::Orchestrator);
     let sampling = temper_protocol::SamplingParams {
         temperature: Some(eval.temperature),
         max_tokens: eval.max_tokens,
@@ -920,12 +906,12 @@ async fn evaluate(
             futures::future::join_all(groups).await.into_iter().flatten().collect();
         let summary = temper_envs::stats::summarize(&rollouts, k, eval.pass_threshold);
         let name = &env.info.name;
-        line.insert(format!("eval/{name}/reward/mean"), json!(summary.reward_mean));
-        line.insert(format!("eval/{name}/avg@{k}"), json!(summary.reward_mean));
+        line.set(name, REWARD_MEAN, summary.reward_mean);
+        line.set(name, &format!("avg@{k}"), summary.reward_mean);
         for (kk, p) in &summary.pass_at_k {
-            line.insert(format!("eval/{name}/pass@{kk}"), json!(p));
+            line.set(name, &format!("pass@{kk}"), *p);
         }
-        line.insert(format!("eval/{name}/errors"), json!(summary.errors));
+        line.set(name, "errors", summary.errors as f64);
         let versions: Vec<u64> = rollouts.iter().filter_map(|r| r.policy_version).collect();
         if let (Some(lo), Some(hi)) = (versions.iter().min(), versions.iter().max())
             && (*lo != version || *hi != version)

@@ -261,7 +261,7 @@ async fn runs_through_server_errors_stalls_and_failing_rewards() {
         .map(|l| l["step"].as_u64().expect("step"))
         .collect();
     assert_eq!(evals, [0, 2, 4, 5]);
-    assert_eq!(summary.last_eval["step"], json!(5));
+    assert_eq!(summary.last_eval.as_ref().map(|e| e.step), Some(5));
     // Each step was checkpointed; the batches the trainer consumed long ago were pruned.
     assert!(run.join("checkpoints/orchestrator/step_5/state.json").is_file());
     assert!(!run_dir::batch_dir(&run, 1).exists());

@@ -2,8 +2,10 @@
 //! produces it, who consumes it, and what must hold.
 //!
 //! This crate is the bottom of the dependency graph. It holds plain serde types and the pure
-//! helpers that keep them consistent; it must not depend on any other temper crate, perform I/O,
-//! or know about models, environments or sandboxes beyond the shape of the data they exchange.
+//! helpers that keep them consistent; it must not depend on any other temper crate or know about
+//! models, environments or sandboxes beyond the shape of the data they exchange. Its only I/O is
+//! the write discipline other processes rely on: whole-file replacement ([`fsio`]) and the
+//! one-write appends of `metrics.jsonl` ([`metrics`]).
 //! Its one optional dependency, axum (feature `axum`), serves [`error::json_errors`], the
 //! middleware that makes every temper HTTP service answer errors in [`ErrorBody`]'s shape.
 //!
@@ -15,6 +17,8 @@ pub mod batch;
 pub mod chat;
 pub mod error;
 pub mod exec;
+pub mod fsio;
+pub mod metrics;
 pub mod openai;
 pub mod pack;
 pub mod rollout;
@@ -28,6 +32,7 @@ pub use exec::{
     Language, Limits, RunRequest, RunResult, RunStatus, SandboxRunRequest, TestCase, TestResult,
     TestsReply, TestsRequest,
 };
+pub use metrics::MetricsLine;
 pub use rollout::{Rollout, RolloutError, StopReason, Timings, TokenTrace};
 pub use sampling::{FinishReason, SamplingParams, Usage};
 

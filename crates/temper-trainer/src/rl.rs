@@ -8,16 +8,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use temper_protocol::TrainBatch;
+use temper_protocol::metrics::{MetricsLine, TrainerStep};
 
 use crate::collective::Collective;
 use crate::loss::LossConfig;
 use crate::optim::{OptimConfig, ScheduleConfig};
 use crate::policy::ModelSpec;
-use crate::sft::OutputConfig;
 use crate::step::{RlSequence, StepReport, Trainer};
 use crate::{Policy, TrainError};
+use temper_protocol::run_dir::OutputConfig;
 
 pub use temper_protocol::run_dir::{STABLE, batch_dir, weights_dir};
 
@@ -39,8 +39,8 @@ pub struct RlTrainerConfig {
     /// Steps and I/O.
     #[serde(default)]
     pub trainer: RoleConfig,
-    /// The run directory (shared with the orchestrator).
-    #[serde(default)]
+    /// The run directory (default `outputs/rl`, shared with the orchestrator).
+    #[serde(default = "OutputConfig::rl")]
     pub output: OutputConfig,
     /// Train LoRA adapters instead of every weight (merged weights are published).
     #[serde(default)]
@@ -241,23 +241,22 @@ pub fn run(
         if is_lead {
             let st = &report.stats;
             let n = st.tokens.max(1.0);
-            let line = json!({
-                "step": step,
-                "role": "trainer",
-                "loss/mean": report.loss,
-                "entropy/mean": report.entropy,
-                "mismatch_kl/mean": st.mismatch_kl / n,
-                "masked/high": st.masked_high / n,
-                "masked/low": st.masked_low / n,
-                "clipped/fraction": st.clipped / n,
-                "grad_norm": report.grad_norm,
-                "lr": report.lr,
-                "throughput/tokens_per_s": report.tokens / report.seconds.max(1e-9),
-                "time/step": report.seconds,
-                "time/wait_batch": wait_s,
-                "skipped": report.skipped.is_some(),
-            });
-            crate::sft::append_metrics(&metrics_path, &line)?;
+            let line = TrainerStep {
+                step,
+                loss: report.loss,
+                entropy: report.entropy,
+                mismatch_kl: st.mismatch_kl / n,
+                masked_high: st.masked_high / n,
+                masked_low: st.masked_low / n,
+                clipped: st.clipped / n,
+                grad_norm: report.grad_norm,
+                lr: report.lr,
+                tokens_per_s: report.tokens / report.seconds.max(1e-9),
+                step_s: report.seconds,
+                wait_batch_s: wait_s,
+                skipped: report.skipped.is_some(),
+            };
+            crate::sft::append_metrics(&metrics_path, &MetricsLine::Trainer(line))?;
             publish_weights(&trainer, &weights)?;
             prune_weights(&run, step, cfg.trainer.keep_weights)?;
             let last = step == cfg.trainer.steps;

@@ -6,15 +6,14 @@
 //! data-parallel ranks, and runs them `micro_batch_rows` rows per forward, accumulating
 //! gradients; the loss is normalised by the loss-token count of the whole step.
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use temper_protocol::metrics::{self, EvalScores, MetricsLine, SftStep, Writer};
+use temper_protocol::run_dir::OutputConfig;
 
 use crate::collective::Collective;
 use crate::data::{self, Record, Sample};
@@ -47,8 +46,8 @@ pub struct SftConfig {
     /// Checkpoints.
     #[serde(default)]
     pub checkpoint: CheckpointConfig,
-    /// Where the run is written.
-    #[serde(default)]
+    /// Where the run is written (default `outputs/sft`).
+    #[serde(default = "OutputConfig::sft")]
     pub output: OutputConfig,
     /// Train LoRA adapters instead of every weight.
     #[serde(default)]
@@ -159,20 +158,6 @@ impl Default for CheckpointConfig {
     }
 }
 
-/// `[output]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OutputConfig {
-    /// The run directory.
-    pub dir: PathBuf,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        Self { dir: PathBuf::from("outputs/sft") }
-    }
-}
-
 impl SftConfig {
     /// Checks every section, naming the field.
     pub fn validate(&self) -> Result<(), TrainError> {
@@ -205,12 +190,13 @@ pub trait SftHooks {
     fn on_start(&mut self, _start_step: u64, _total: u64, _info: &RunInfo) {}
     /// A step finished.
     fn on_step(&mut self, _report: &StepReport) {}
-    /// Extra evaluation (such as generating answers and scoring them) of the current weights.
-    fn evaluate(&mut self, _policy: &Policy, _step: u64) -> Result<BTreeMap<String, f64>, String> {
-        Ok(BTreeMap::new())
+    /// Extra evaluation (such as generating answers and scoring them) of the current weights,
+    /// recorded into `scores`.
+    fn evaluate(&mut self, _policy: &Policy, _scores: &mut EvalScores) -> Result<(), String> {
+        Ok(())
     }
-    /// An evaluation finished with these metrics.
-    fn on_eval(&mut self, _step: u64, _metrics: &BTreeMap<String, f64>) {}
+    /// An evaluation finished with these scores.
+    fn on_eval(&mut self, _scores: &EvalScores) {}
     /// A checkpoint was written.
     fn on_checkpoint(&mut self, _step: u64, _path: &Path) {}
     /// Asked after every step: stop now, as when the user interrupts. A checkpoint of the step
@@ -245,8 +231,8 @@ pub struct SftSummary {
     pub steps: u64,
     /// The last step's loss.
     pub final_loss: f64,
-    /// The last evaluation's metrics.
-    pub final_eval: BTreeMap<String, f64>,
+    /// The last evaluation, if one ran.
+    pub final_eval: Option<EvalScores>,
     /// The exported model (Hugging Face layout).
     pub export_dir: PathBuf,
 }
@@ -415,35 +401,9 @@ pub fn validation_loss(
     Ok(total / count.max(1.0))
 }
 
-/// Appends one JSON line to `metrics.jsonl`.
-pub(crate) fn append_metrics(path: &Path, v: &Value) -> Result<(), TrainError> {
-    // One write of the whole line: the orchestrator appends to the same file from another
-    // process, and `writeln!` on a file writes a formatted value in pieces, which lines written
-    // at the same moment could interleave (a line was lost that way in CI).
-    let line = format!("{v}\n");
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(line.as_bytes()))
-        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
-}
-
-/// Drops the lines of `metrics.jsonl` after `step` (written after the checkpoint a run resumes
-/// from, and about to be written again) and any partial last line.
-fn truncate_metrics(path: &Path, step: u64) -> Result<(), TrainError> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let mut kept = String::new();
-    for line in text.lines() {
-        match serde_json::from_str::<Value>(line) {
-            Ok(v) if v.get("step").and_then(Value::as_u64).is_some_and(|s| s <= step) => {
-                kept.push_str(line);
-                kept.push('\n');
-            }
-            _ => {}
-        }
-    }
-    std::fs::write(path, kept).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+/// Appends `line` to `metrics.jsonl` at `path`.
+pub(crate) fn append_metrics(path: &Path, line: &MetricsLine) -> Result<(), TrainError> {
+    metrics::append(path, line).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
 }
 
 /// Runs SFT on `records`. `policy` must be built from `cfg.model`; on `resume` the newest
@@ -496,14 +456,15 @@ pub fn run(
         }
         samples_seen = state.samples_seen;
         if is_lead {
-            truncate_metrics(&metrics_path, state.step)?;
+            metrics::truncate_after(&metrics_path, state.step)
+                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
         }
         tracing::info!("resumed from checkpoint step {}", state.step);
     }
     hooks.on_start(trainer.step, cfg.train.steps, &info);
 
     let mut final_loss = f64::NAN;
-    let mut final_eval = BTreeMap::new();
+    let mut final_eval = None;
     let world = collective.world_size();
     while trainer.step < cfg.train.steps {
         let batch =
@@ -514,44 +475,34 @@ pub fn run(
         let report = trainer.sft_step(&mbs, total_loss_tokens)?;
         final_loss = report.loss;
         if is_lead {
-            append_metrics(
-                &metrics_path,
-                &json!({
-                    "step": report.step,
-                    "role": "sft",
-                    "loss/mean": report.loss,
-                    "entropy/mean": report.entropy,
-                    "grad_norm": report.grad_norm,
-                    "lr": report.lr,
-                    "throughput/tokens_per_s": report.tokens / report.seconds.max(1e-9),
-                    "time/step": report.seconds,
-                    "skipped": report.skipped.is_some(),
-                }),
-            )?;
+            let line = SftStep {
+                step: report.step,
+                loss: report.loss,
+                entropy: report.entropy,
+                grad_norm: report.grad_norm,
+                lr: report.lr,
+                tokens_per_s: report.tokens / report.seconds.max(1e-9),
+                step_s: report.seconds,
+                skipped: report.skipped.is_some(),
+            };
+            append_metrics(&metrics_path, &MetricsLine::Sft(line))?;
         }
         hooks.on_step(&report);
         let step = trainer.step;
         let last = step == cfg.train.steps;
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
-            let mut metrics = BTreeMap::new();
+            let mut scores = EvalScores::new(step, Writer::Sft);
             let merged = trainer.merged_policy()?;
             let current = merged.as_ref().unwrap_or(&trainer.policy);
             if !validation.is_empty() {
-                metrics.insert(
-                    "eval/loss".to_owned(),
-                    validation_loss(current, &validation, cfg.train.seq_len)?,
-                );
+                scores.loss = Some(validation_loss(current, &validation, cfg.train.seq_len)?);
             }
             if is_lead {
-                metrics.extend(hooks.evaluate(current, step).map_err(TrainError::Eval)?);
-                let mut line = json!({"step": step, "role": "sft"});
-                for (k, v) in &metrics {
-                    line[k] = json!(v);
-                }
-                append_metrics(&metrics_path, &line)?;
-                hooks.on_eval(step, &metrics);
+                hooks.evaluate(current, &mut scores).map_err(TrainError::Eval)?;
+                append_metrics(&metrics_path, &MetricsLine::Eval(scores.clone()))?;
+                hooks.on_eval(&scores);
             }
-            final_eval = metrics;
+            final_eval = Some(scores);
         }
         // A stop asked for by the user checkpoints first, so nothing is lost.
         let stop = !last && hooks.should_stop();
@@ -581,34 +532,4 @@ pub fn run(
         trainer.export(&export_dir)?;
     }
     Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir })
-}
-
-#[cfg(test)]
-mod tests {
-    /// Lines appended at the same moment by several writers (the trainer and the orchestrator
-    /// share `metrics.jsonl`) all arrive whole.
-    #[test]
-    fn concurrent_appends_keep_every_line_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("metrics.jsonl");
-        std::thread::scope(|s| {
-            for writer in 0..4 {
-                let path = &path;
-                s.spawn(move || {
-                    for step in 0..300 {
-                        let fields: serde_json::Map<String, serde_json::Value> = (0..40)
-                            .map(|k| (format!("metric/{k}"), serde_json::json!(k as f64 / 7.0)))
-                            .collect();
-                        let mut v = serde_json::Value::Object(fields);
-                        v["writer"] = serde_json::json!(writer);
-                        v["step"] = serde_json::json!(step);
-                        super::append_metrics(path, &v).unwrap();
-                    }
-                });
-            }
-        });
-        let text = std::fs::read_to_string(&path).unwrap();
-        let whole = text.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok());
-        assert_eq!(whole.count(), 1200);
-    }
 }

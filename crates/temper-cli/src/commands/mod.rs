@@ -13,7 +13,6 @@ mod plot;
 mod rl;
 mod sandbox;
 mod sandbox_bench;
-mod settings;
 mod sft;
 mod trainer;
 mod trainer_bench;

@@ -4,15 +4,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use serde_json::{Map, Value};
 use temper_envs::Services;
 use temper_orchestrator::{OrchestratorConfig, OrchestratorHooks, Start};
+use temper_protocol::metrics::{EvalScores, OrchestratorStepLine};
 
 use crate::args::OrchestratorArgs;
 
 pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
     let (mut cfg, resolved): (OrchestratorConfig, String) =
-        super::settings::load(&args.config, &args.set)?;
+        temper_launch::settings::load(&args.config, &args.set)?;
     super::env::resolve_config_envs(&mut cfg).await?;
     cfg.validate().with_context(|| format!("invalid config {}", args.config.display()))?;
     let dir = cfg.output.dir.clone();
@@ -56,40 +56,34 @@ struct Lines {
     stop: Arc<AtomicBool>,
 }
 
-fn num(line: &Map<String, Value>, key: &str) -> f64 {
-    line.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
-}
-
 impl OrchestratorHooks for Lines {
     fn on_start(&mut self, start: u64, total: u64) {
         eprintln!("orchestrator: steps {} to {total}", start + 1);
     }
-    fn on_step(&mut self, l: &Map<String, Value>) {
+    fn on_step(&mut self, line: &OrchestratorStepLine) {
+        let l = &line.metrics;
         eprintln!(
             "orchestrator step {:>5}/{} | reward {:.3} ± {:.3} | len {:.0} | truncated {:.2} | off-policy ≤ {} | filtered {} | errors {} | {:.0} tok/s | v{}",
-            num(l, "step"),
+            l.step,
             self.total,
-            num(l, "reward/mean"),
-            num(l, "reward/std"),
-            num(l, "seq_len/mean"),
-            num(l, "truncated/fraction"),
-            num(l, "off_policy/max"),
-            num(l, "groups/filtered"),
-            num(l, "errors/count"),
-            num(l, "throughput/tokens_per_s"),
-            num(l, "policy_version"),
+            l.reward_mean,
+            l.reward_std,
+            l.seq_len,
+            l.truncated,
+            l.off_policy_max,
+            l.groups_filtered,
+            l.errors,
+            l.tokens_per_s,
+            l.policy_version,
         );
     }
     fn on_weights(&mut self, version: u64) {
         tracing::info!("inference serves weights v{version}");
     }
-    fn on_eval(&mut self, l: &Map<String, Value>) {
-        let scores: Vec<String> = l
-            .iter()
-            .filter(|(k, _)| k.starts_with("eval/"))
-            .map(|(k, v)| format!("{} {:.3}", &k[5..], v.as_f64().unwrap_or(f64::NAN)))
-            .collect();
-        eprintln!("orchestrator eval v{} | {}", num(l, "step"), scores.join(" | "));
+    fn on_eval(&mut self, e: &EvalScores) {
+        let scores: Vec<String> =
+            e.entries().map(|(env, stat, v)| format!("{env}/{stat} {v:.3}")).collect();
+        eprintln!("orchestrator eval v{} | {}", e.step, scores.join(" | "));
     }
     fn should_stop(&mut self) -> bool {
         self.stop.load(Ordering::SeqCst)

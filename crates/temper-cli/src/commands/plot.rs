@@ -13,7 +13,7 @@ use anyhow::{Context, anyhow, bail};
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use serde_json::{Map, Value};
+use temper_protocol::metrics::{self, MetricsLine, REWARD_MEAN};
 use temper_protocol::run_dir;
 
 use crate::args::PlotArgs;
@@ -45,7 +45,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     let metrics = run_dir::metrics_file(&args.run_dir);
     let text = std::fs::read_to_string(&metrics)
         .with_context(|| format!("cannot read {} (is it a run directory?)", metrics.display()))?;
-    let (lines, bad) = parse(&text);
+    let (lines, bad) = metrics::parse_all(&text);
     if bad > 0 {
         // A run killed mid-write leaves a partial last line; say so, draw the rest.
         eprintln!("temper plot: skipped {bad} unreadable line(s) of {}", metrics.display());
@@ -72,32 +72,16 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The JSON object lines, and how many lines were not one.
-fn parse(text: &str) -> (Vec<Map<String, Value>>, usize) {
-    let mut bad = 0;
-    let lines = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(|l| match serde_json::from_str::<Value>(l) {
-            Ok(Value::Object(m)) => Some(m),
-            _ => {
-                bad += 1;
-                None
-            }
-        })
-        .collect();
-    (lines, bad)
-}
-
-/// Values of `key` per step over the lines of `role`.
-fn series(lines: &[Map<String, Value>], role: &str, key: &str, label: &str) -> Option<Series> {
+/// The values `value` takes per step over `lines` (the last of a step kept, NaN left out).
+fn series(
+    lines: &[MetricsLine],
+    label: &str,
+    value: impl Fn(&MetricsLine) -> Option<f64>,
+) -> Option<Series> {
     let mut by_step = BTreeMap::new();
-    for l in lines.iter().filter(|l| l.get("role").and_then(Value::as_str) == Some(role)) {
-        if let (Some(step), Some(v)) =
-            (l.get("step").and_then(Value::as_u64), l.get(key).and_then(Value::as_f64))
-            && v.is_finite()
-        {
-            by_step.insert(step, v);
+    for l in lines {
+        if let Some(v) = value(l).filter(|v| v.is_finite()) {
+            by_step.insert(l.step(), v);
         }
     }
     (!by_step.is_empty()).then(|| Series {
@@ -106,42 +90,60 @@ fn series(lines: &[Map<String, Value>], role: &str, key: &str, label: &str) -> O
     })
 }
 
-/// Keys of `role` lines that start with `prefix` and end with `suffix`, sorted.
-fn keys(lines: &[Map<String, Value>], role: &str, prefix: &str, suffix: &str) -> Vec<String> {
-    let mut keys: Vec<String> = lines
+fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
+    use MetricsLine::{Eval, Orchestrator, Trainer};
+    let mut reward: Vec<Series> = series(lines, "all", |l| match l {
+        Orchestrator(o) => Some(o.metrics.reward_mean),
+        _ => None,
+    })
+    .into_iter()
+    .collect();
+    let envs: std::collections::BTreeSet<&String> = lines
         .iter()
-        .filter(|l| l.get("role").and_then(Value::as_str) == Some(role))
-        .flat_map(|l| l.keys())
-        .filter(|k| k.len() > prefix.len() + suffix.len())
-        .filter(|k| k.starts_with(prefix) && k.ends_with(suffix))
-        .cloned()
+        .filter_map(|l| if let Orchestrator(o) = l { Some(o.env_reward.keys()) } else { None })
+        .flatten()
         .collect();
-    keys.sort();
-    keys.dedup();
-    keys
-}
-
-fn charts(lines: &[Map<String, Value>]) -> Vec<Chart> {
-    const O: &str = "orchestrator";
-    let mut reward: Vec<Series> = series(lines, O, "reward/mean", "all").into_iter().collect();
-    let per_env = keys(lines, O, "reward/", "/mean");
-    if per_env.len() > 1 {
-        for k in &per_env {
-            let env = &k["reward/".len()..k.len() - "/mean".len()];
-            reward.extend(series(lines, O, k, env));
+    if envs.len() > 1 {
+        for env in envs {
+            reward.extend(series(lines, env, |l| match l {
+                Orchestrator(o) => o.env_reward.get(env.as_str()).copied(),
+                _ => None,
+            }));
+        }
+    }
+    // Per environment: its mean reward, then its pass@k, in name order.
+    let mut stats: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for l in lines {
+        if let Eval(e) = l {
+            for (env, stat, _) in e.entries() {
+                if stat == REWARD_MEAN || stat.starts_with("pass@") {
+                    stats.entry(env).or_default().insert(stat);
+                }
+            }
         }
     }
     let mut eval = Vec::new();
-    for k in keys(lines, O, "eval/", "/reward/mean") {
-        let env = &k["eval/".len()..k.len() - "/reward/mean".len()];
-        eval.extend(series(lines, O, &k, &format!("{env} mean reward")));
-        for pass in keys(lines, O, &format!("eval/{env}/pass@"), "") {
-            let at = &pass[format!("eval/{env}/").len()..];
-            eval.extend(series(lines, O, &pass, &format!("{env} {at}")));
+    for (env, stats) in stats {
+        let mut ordered: Vec<&str> = stats.into_iter().collect();
+        ordered.sort_by_key(|s| *s != REWARD_MEAN);
+        for stat in ordered {
+            let label = if stat == REWARD_MEAN {
+                format!("{env} mean reward")
+            } else {
+                format!("{env} {stat}")
+            };
+            eval.extend(series(lines, &label, |l| match l {
+                Eval(e) => e.get(env, stat),
+                _ => None,
+            }));
         }
     }
-    let mut kl: Vec<Series> =
-        series(lines, "trainer", "mismatch_kl/mean", "mismatch_kl").into_iter().collect();
+    let mut kl: Vec<Series> = series(lines, "mismatch_kl", |l| match l {
+        Trainer(t) => Some(t.mismatch_kl),
+        _ => None,
+    })
+    .into_iter()
+    .collect();
     for s in &mut kl {
         // A log axis has no zero: on-policy steps can be exactly 0.
         for p in &mut s.points {
@@ -149,8 +151,14 @@ fn charts(lines: &[Map<String, Value>]) -> Vec<Chart> {
         }
     }
     let throughput: Vec<Series> = [
-        series(lines, "trainer", "throughput/tokens_per_s", "trainer"),
-        series(lines, O, "throughput/tokens_per_s", "rollouts"),
+        series(lines, "trainer", |l| match l {
+            Trainer(t) => Some(t.tokens_per_s),
+            _ => None,
+        }),
+        series(lines, "rollouts", |l| match l {
+            Orchestrator(o) => Some(o.metrics.tokens_per_s),
+            _ => None,
+        }),
     ]
     .into_iter()
     .flatten()
@@ -280,7 +288,7 @@ mod tests {
 
     #[test]
     fn series_per_env_last_value_per_step_and_a_floor_for_the_log_axis() {
-        let (lines, bad) = parse(METRICS);
+        let (lines, bad) = metrics::parse_all(METRICS);
         assert_eq!((lines.len(), bad), (6, 1));
         let charts = charts(&lines);
         let get = |file: &str| charts.iter().find(|c| c.file == file).expect(file);

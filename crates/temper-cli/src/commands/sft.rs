@@ -1,6 +1,5 @@
 //! `temper sft CONFIG`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +11,7 @@ use temper_client::{Limited, OpenAiClient};
 use temper_envs::eval::{self, EvalConfig};
 use temper_envs::{Environment, LoadOptions, Services, Split};
 use temper_protocol::SamplingParams;
+use temper_protocol::metrics::{EvalScores, REWARD_MEAN};
 use temper_trainer::sft::{self, RunInfo, SftConfig, SftHooks};
 use temper_trainer::{Policy, Single, StepReport};
 
@@ -20,7 +20,7 @@ use crate::args::SftArgs;
 
 /// Reads `path` with `sets` applied and validates it; also the resolved TOML.
 pub fn load_config(path: &Path, sets: &[String]) -> anyhow::Result<(SftConfig, String)> {
-    let (cfg, resolved): (SftConfig, String) = super::settings::load(path, sets)?;
+    let (cfg, resolved): (SftConfig, String) = temper_launch::settings::load(path, sets)?;
     cfg.validate().with_context(|| format!("invalid config {}", path.display()))?;
     Ok((cfg, resolved))
 }
@@ -74,7 +74,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         summary.final_loss
     );
-    for (k, v) in &summary.final_eval {
+    for (k, v) in summary.final_eval.iter().flat_map(EvalScores::gauges) {
         println!("  {k} = {v:.4}");
     }
     println!("model: {}", summary.export_dir.display());
@@ -222,8 +222,9 @@ impl SftHooks for CliHooks {
         }
     }
 
-    fn evaluate(&mut self, policy: &Policy, step: u64) -> Result<BTreeMap<String, f64>, String> {
-        let Some(env) = &self.env else { return Ok(BTreeMap::new()) };
+    fn evaluate(&mut self, policy: &Policy, scores: &mut EvalScores) -> Result<(), String> {
+        let Some(env) = &self.env else { return Ok(()) };
+        let step = scores.step;
         let dir = self.dir.join("eval").join(format!("step_{step}"));
         let cfg = EvalConfig {
             num_examples: self.num_examples,
@@ -248,20 +249,19 @@ impl SftHooks for CliHooks {
             .block_on(evaluate(policy, env, cfg, &dir, step))
             .map_err(|e| format!("{e:#}"))?;
         let name = &env.info.name;
-        let mut out = BTreeMap::new();
-        out.insert(format!("eval/{name}/reward/mean"), report.summary.reward_mean);
+        scores.set(name, REWARD_MEAN, report.summary.reward_mean);
         for (k, v) in &report.summary.scores {
-            out.insert(format!("eval/{name}/{k}/mean"), *v);
+            scores.set(name, &format!("{k}/mean"), *v);
         }
-        Ok(out)
+        Ok(())
     }
 
-    fn on_eval(&mut self, step: u64, metrics: &BTreeMap<String, f64>) {
-        if metrics.is_empty() {
-            return;
+    fn on_eval(&mut self, scores: &EvalScores) {
+        let parts: Vec<String> =
+            scores.gauges().iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        if !parts.is_empty() {
+            self.say(format!("eval  {:>5} | {}", scores.step, parts.join(" | ")));
         }
-        let parts: Vec<String> = metrics.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
-        self.say(format!("eval  {step:>5} | {}", parts.join(" | ")));
     }
 
     fn should_stop(&mut self) -> bool {

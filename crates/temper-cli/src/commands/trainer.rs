@@ -16,7 +16,8 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
         return super::trainer_bench::run(bench).await;
     }
     let Some(config) = args.config.clone() else { bail!("a config file is required") };
-    let (cfg, resolved): (RlTrainerConfig, String) = super::settings::load(&config, &args.set)?;
+    let (cfg, resolved): (RlTrainerConfig, String) =
+        temper_launch::settings::load(&config, &args.set)?;
     cfg.validate().with_context(|| format!("invalid config {}", config.display()))?;
     let placement = Placement::from_vars(|k| std::env::var(k).ok())
         .map_err(|e| anyhow::anyhow!("data-parallel placement: {e}"))?;

@@ -1,0 +1,315 @@
+//! Places and supervises the processes of a temper run.
+//!
+//! `temper rl` is a thin command over [`launch`]: it reads one config ([`config::RlPlan`]:
+//! split into the trainer's and the orchestrator's configs by their types), prepares the run
+//! directory (refusing an earlier run unless told to resume or clean, [`rewind`]ing a resume to
+//! the trainer's newest checkpoint), runs the SFT warmup when the model does not exist yet,
+//! starts the inference server (unless the config names servers), the trainer and the
+//! orchestrator as processes of the same binary ([`process`]: own process groups, logs teed to
+//! `logs/<role>.log`, children that exit when the launcher dies), reports progress from
+//! `metrics.jsonl` ([`supervise`]) and stops everything when one fails, on Ctrl-C, or at the
+//! end.
+//!
+//! This crate knows the roles' configs and the run directory; it never loads a model, talks to
+//! a server or sees an environment: the processes it starts do that.
+
+pub mod config;
+pub mod process;
+pub mod settings;
+pub mod supervise;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use temper_protocol::run_dir;
+use tokio::process::Command;
+
+pub use config::RlPlan;
+pub use process::Proc;
+pub use supervise::{Outcome, Quiet, RunHooks};
+
+/// Why a run could not be launched or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A config file is not valid TOML or does not fit its type.
+    #[error("{} (with --set overrides applied): {source}", path.display())]
+    Toml {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's error, naming the field.
+        source: toml::de::Error,
+    },
+    /// A `--set` override is malformed.
+    #[error("--set {set}: {why}")]
+    Set {
+        /// The override as given.
+        set: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A config is wrong in a way its type cannot say.
+    #[error("{}: {message}", path.display())]
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the section or field.
+        message: String,
+    },
+    /// The orchestrator's sections fail its checks.
+    #[error(transparent)]
+    Orchestrator(#[from] temper_orchestrator::OrchestratorError),
+    /// The trainer's checkpoints could not be read.
+    #[error(transparent)]
+    Trainer(#[from] temper_trainer::TrainError),
+    /// A role's config could not be written as TOML.
+    #[error("cannot write the {role}'s config: {source}")]
+    WriteConfig {
+        /// The role.
+        role: &'static str,
+        /// The serializer's error.
+        source: toml::ser::Error,
+    },
+    /// The run directory holds an earlier run and neither resume nor clean was asked for.
+    #[error("{} already holds a run; pass --resume to continue it or --clean to start over", dir.display())]
+    ExistingRun {
+        /// The run directory.
+        dir: PathBuf,
+    },
+    /// The inference address cannot be listened on.
+    #[error("inference.addr {addr}: cannot listen there: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A process could not be started.
+    #[error("cannot start the {role}: {source}")]
+    Spawn {
+        /// The role.
+        role: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The SFT warmup failed, or did not make the model.
+    #[error("the SFT warmup {0}")]
+    Warmup(String),
+    /// A role stopped before the run was done.
+    #[error("the {role} stopped ({status}); the run is stopped. Last lines of {}:\n{tail}", log.display())]
+    RoleFailed {
+        /// The role.
+        role: &'static str,
+        /// How it ended.
+        status: ExitStatus,
+        /// Its log file.
+        log: PathBuf,
+        /// The log's last lines.
+        tail: String,
+    },
+    /// The user pressed Ctrl-C.
+    #[error("interrupted; the processes are stopped (continue with --resume)")]
+    Interrupted,
+}
+
+impl LaunchError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        LaunchError::Io { path: path.to_owned(), source }
+    }
+}
+
+/// How to launch.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// The `temper` binary the roles run as (`temper inference serve`, `temper trainer`,
+    /// `temper orchestrator`, `temper sft`).
+    pub exe: PathBuf,
+    /// Continue the run in the run directory from the trainer's newest complete checkpoint.
+    pub resume: bool,
+    /// Delete the run directory first if it holds an earlier run.
+    pub clean: bool,
+}
+
+/// Runs `plan` to the end (see the crate's documentation).
+pub async fn launch(
+    plan: RlPlan,
+    opts: &LaunchOptions,
+    hooks: &mut dyn RunHooks,
+) -> Result<Outcome, LaunchError> {
+    let RlPlan { path, trainer, mut orchestrator, warmup, resolved } = plan;
+    let bad = |message: String| LaunchError::Config { path: path.clone(), message };
+    let Some(model) = trainer.model.path.clone() else {
+        return Err(bad("[model] path is required".into()));
+    };
+    let dir = trainer.output.dir.clone();
+    prepare_dir(&dir, opts.resume, opts.clean)?;
+    if !model.exists() {
+        let Some(sft) = &warmup else {
+            return Err(bad(format!(
+                "model.path {} does not exist (and no [warmup] sft config makes it)",
+                model.display()
+            )));
+        };
+        hooks.on_notice(&format!("SFT warmup: {} (makes {})", sft.display(), model.display()));
+        run_warmup(&opts.exe, sft, &model).await?;
+    }
+    let resume_step = if opts.resume {
+        let step = temper_trainer::checkpoint::latest(&run_dir::checkpoints_dir(&dir, "trainer"))?
+            .unwrap_or(0);
+        rewind(&dir, step)?;
+        hooks.on_notice(&format!("resuming after step {step}"));
+        step
+    } else {
+        0
+    };
+    let mut procs: Vec<Proc> = Vec::new();
+    let result = async {
+        if orchestrator.inference.base_urls.is_empty() {
+            let addr = process::free_addr(&orchestrator.inference.addr)?;
+            let mut cmd = Command::new(&opts.exe);
+            cmd.args(["inference", "serve", "--addr", &addr, "--served-model-name"])
+                .arg(&orchestrator.inference.model_name)
+                .arg("--model")
+                .arg(&model)
+                .args(["--max-running", &orchestrator.inference.max_running.to_string()]);
+            if let Some(dtype) = &trainer.model.dtype {
+                cmd.args(["--dtype", dtype]);
+            }
+            procs.push(Proc::spawn("inference", cmd, &dir)?);
+            orchestrator.inference.base_urls = vec![format!("http://{addr}/v1")];
+        }
+        orchestrator.validate()?;
+        write_config(&dir.join("config.toml"), Ok(resolved), "launcher")?;
+        write_config(&dir.join("trainer.toml"), toml::to_string_pretty(&trainer), "trainer")?;
+        write_config(
+            &dir.join("orchestrator.toml"),
+            toml::to_string_pretty(&orchestrator),
+            "orchestrator",
+        )?;
+        let mut cmd = Command::new(&opts.exe);
+        cmd.arg("trainer").arg(dir.join("trainer.toml"));
+        if resume_step > 0 {
+            cmd.arg("--resume");
+        }
+        procs.push(Proc::spawn("trainer", cmd, &dir)?);
+        let mut cmd = Command::new(&opts.exe);
+        cmd.arg("orchestrator").arg(dir.join("orchestrator.toml"));
+        if opts.resume {
+            cmd.args(["--resume-step", &resume_step.to_string()]);
+        }
+        procs.push(Proc::spawn("orchestrator", cmd, &dir)?);
+        supervise::supervise(&mut procs, &dir, hooks).await
+    }
+    .await;
+    process::stop_all(&mut procs).await;
+    result
+}
+
+/// Refuses a run directory that holds an earlier run unless `resume` (keep it) or `clean`
+/// (delete it first); creates it with its `logs/` folder.
+pub fn prepare_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), LaunchError> {
+    let has_data = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+    if has_data && clean {
+        std::fs::remove_dir_all(dir).map_err(|e| LaunchError::io(dir, e))?;
+    } else if has_data && !resume {
+        return Err(LaunchError::ExistingRun { dir: dir.to_owned() });
+    }
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| LaunchError::io(&logs, e))
+}
+
+/// Runs `temper sft SFT --resume`, which must make `model`.
+async fn run_warmup(exe: &Path, sft: &Path, model: &Path) -> Result<(), LaunchError> {
+    let status = Command::new(exe)
+        .arg("sft")
+        .arg(sft)
+        .arg("--resume")
+        .status()
+        .await
+        .map_err(|source| LaunchError::Spawn { role: "SFT warmup", source })?;
+    if !status.success() {
+        return Err(LaunchError::Warmup(format!("failed ({status})")));
+    }
+    if !model.exists() {
+        return Err(LaunchError::Warmup(format!(
+            "finished but {} does not exist: its output.dir must end in the model path's folder (…/final)",
+            model.display()
+        )));
+    }
+    Ok(())
+}
+
+fn write_config(
+    path: &Path,
+    text: Result<String, toml::ser::Error>,
+    role: &'static str,
+) -> Result<(), LaunchError> {
+    let text = text.map_err(|source| LaunchError::WriteConfig { role, source })?;
+    temper_protocol::fsio::write_atomic(path, text.as_bytes()).map_err(|e| LaunchError::io(path, e))
+}
+
+/// Forgets everything after step `step`: newer batches and weights (the orchestrator and the
+/// trainer make them again from their checkpoints), and newer metric lines.
+pub fn rewind(dir: &Path, step: u64) -> Result<(), LaunchError> {
+    for sub in ["rollouts", "weights"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if run_dir::parse_step(&name).is_some_and(|s| s > step) {
+                std::fs::remove_dir_all(e.path()).map_err(|err| LaunchError::io(&e.path(), err))?;
+            }
+        }
+    }
+    let metrics = run_dir::metrics_file(dir);
+    temper_protocol::metrics::truncate_after(&metrics, step)
+        .map_err(|e| LaunchError::io(&metrics, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewind_keeps_what_the_checkpoint_covers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for step in 1..=4 {
+            std::fs::create_dir_all(run_dir::batch_dir(dir, step)).unwrap();
+            std::fs::create_dir_all(run_dir::weights_dir(dir, step)).unwrap();
+            let line = temper_protocol::metrics::TrainerStep { step, ..Default::default() };
+            temper_protocol::metrics::append(
+                &run_dir::metrics_file(dir),
+                &temper_protocol::MetricsLine::Trainer(line),
+            )
+            .unwrap();
+        }
+        rewind(dir, 2).unwrap();
+        for step in 1..=4 {
+            assert_eq!(run_dir::batch_dir(dir, step).exists(), step <= 2, "batch {step}");
+            assert_eq!(run_dir::weights_dir(dir, step).exists(), step <= 2, "weights {step}");
+        }
+        let text = std::fs::read_to_string(run_dir::metrics_file(dir)).unwrap();
+        assert_eq!(text.lines().count(), 2);
+    }
+
+    #[test]
+    fn an_earlier_run_is_kept_unless_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        prepare_dir(&dir, false, false).unwrap();
+        std::fs::write(dir.join("metrics.jsonl"), "{}\n").unwrap();
+        let e = prepare_dir(&dir, false, false).unwrap_err();
+        assert!(matches!(e, LaunchError::ExistingRun { .. }), "{e}");
+        prepare_dir(&dir, true, false).unwrap();
+        assert!(dir.join("metrics.jsonl").exists());
+        prepare_dir(&dir, false, true).unwrap();
+        assert!(!dir.join("metrics.jsonl").exists() && dir.join("logs").is_dir());
+    }
+}
