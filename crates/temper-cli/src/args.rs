@@ -133,7 +133,7 @@ pub enum HubCommand {
     /// creates one user per client, then has every client publish versions of its own
     /// environment and install (resolve, download, verify, unpack) other clients' versions.
     /// Prints a table and writes JSON.
-    Bench(HubBenchArgs),
+    Bench(temper_bench::HubBenchArgs),
 }
 
 /// Where the hub keeps its data.
@@ -199,29 +199,6 @@ pub struct HubUserAddArgs {
     /// A label to recognise the token by in listings.
     #[arg(long, default_value = "")]
     pub label: String,
-}
-
-/// `temper hub bench`.
-#[derive(Debug, Args)]
-pub struct HubBenchArgs {
-    /// Concurrent clients.
-    #[arg(long, default_value_t = 50)]
-    pub clients: usize,
-    /// Versions each client publishes.
-    #[arg(long, default_value_t = 4)]
-    pub publishes: usize,
-    /// Installs each client makes.
-    #[arg(long, default_value_t = 20)]
-    pub installs: usize,
-    /// Bytes of data in each package (random, so it does not compress away).
-    #[arg(long, default_value_t = 64 << 10)]
-    pub package_bytes: usize,
-    /// Metadata database (default: SQLite in the fresh data folder).
-    #[arg(long, value_name = "URL")]
-    pub database: Option<String>,
-    /// Where to write the JSON report.
-    #[arg(long, default_value = "target/bench/hub.json")]
-    pub output: PathBuf,
 }
 
 /// `temper env ...`.
@@ -448,42 +425,7 @@ pub enum TrainerCommand {
     /// Models: a small Qwen3-shaped model (random weights) and, with --smollm2, SmolLM2-135M.
     /// Each side runs in its own process (peak memory is per process); temper also runs with
     /// gradient checkpointing to show the memory it saves. Prints a table and writes JSON.
-    Bench(TrainerBenchArgs),
-}
-
-/// `temper trainer bench`.
-#[derive(Debug, Args)]
-pub struct TrainerBenchArgs {
-    /// SmolLM2-135M (a .gguf file or Hugging Face folder) to include.
-    #[arg(long)]
-    pub smollm2: Option<PathBuf>,
-    /// Python with torch and transformers (`scripts/bench-train` makes one); without it only
-    /// temper is measured.
-    #[arg(long)]
-    pub python: Option<PathBuf>,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 4)]
-    pub batch: usize,
-    /// Tokens per sequence.
-    #[arg(long, default_value_t = 256)]
-    pub seq_len: usize,
-    /// Measured steps (after one warmup step) per round; the median step time over all rounds
-    /// is reported.
-    #[arg(long, default_value_t = 5)]
-    pub steps: usize,
-    /// Rounds per model, temper and PyTorch taking turns (so that a busy spell of a shared
-    /// machine slows both rather than one side).
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
-    /// Where to write the JSON report.
-    #[arg(long, default_value = "target/bench/train.json")]
-    pub output: PathBuf,
-    /// Internal: measure one model in this process and print JSON.
-    #[arg(long, hide = true)]
-    pub worker: Option<PathBuf>,
-    /// Internal: with --worker, recompute blocks in the backward pass.
-    #[arg(long, hide = true)]
-    pub checkpointing: bool,
+    Bench(temper_bench::TrainerBenchArgs),
 }
 
 /// `temper sft`.
@@ -529,33 +471,7 @@ pub enum InferenceCommand {
     /// after the first). The model is exported as Hugging Face safetensors (f32) for transformers,
     /// which runs in the Python given by --python (a virtual environment with torch and
     /// transformers; scripts/bench-inference makes one). Prints a table and writes JSON.
-    Bench(InferenceBenchArgs),
-}
-
-/// `temper inference bench`.
-#[derive(Debug, Args)]
-pub struct InferenceBenchArgs {
-    /// The model (a Hugging Face folder or a .gguf file).
-    #[arg(long)]
-    pub model: PathBuf,
-    /// Python with torch and transformers, for the reference side (omit to measure temper only).
-    #[arg(long)]
-    pub python: Option<PathBuf>,
-    /// Batch sizes measured.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
-    pub batches: Vec<usize>,
-    /// Tokens per prompt.
-    #[arg(long, default_value_t = 128)]
-    pub prompt_len: usize,
-    /// Tokens generated per sequence.
-    #[arg(long, default_value_t = 64)]
-    pub new_tokens: usize,
-    /// Repetitions per measurement (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    pub repeats: usize,
-    /// Where to write the JSON report.
-    #[arg(long, default_value = "target/bench/inference.json")]
-    pub output: PathBuf,
+    Bench(temper_bench::InferenceBenchArgs),
 }
 
 /// `temper inference serve`.
@@ -626,7 +542,7 @@ pub enum SandboxCommand {
     /// Serve the sandbox over HTTP (one-shot runs, test runs, sessions).
     Serve(SandboxServeArgs),
     /// Measure start-up latency and throughput, side by side with bubblewrap.
-    Bench(SandboxBenchArgs),
+    Bench(temper_bench::SandboxBenchArgs),
 }
 
 /// `temper sandbox run`.
@@ -678,20 +594,6 @@ pub struct SandboxServeArgs {
     /// The most output kept per stream of a request, in bytes (more is clamped to it).
     #[arg(long, default_value_t = temper_sandbox::config::DEFAULT_MAX_OUTPUT_BYTES)]
     pub max_output_bytes: u64,
-}
-
-/// `temper sandbox bench`.
-#[derive(Debug, Args)]
-pub struct SandboxBenchArgs {
-    /// Runs per measured workload.
-    #[arg(long, default_value_t = 200)]
-    pub runs: usize,
-    /// Idle sessions to hold at once.
-    #[arg(long, default_value_t = 1000)]
-    pub sessions: usize,
-    /// Where to write the JSON report.
-    #[arg(long, default_value = "target/bench/sandbox.json")]
-    pub output: PathBuf,
 }
 
 /// `temper verify ...`.

@@ -11,7 +11,7 @@ pub async fn run(command: HubCommand) -> anyhow::Result<()> {
     match command {
         HubCommand::Serve(args) => serve(args).await,
         HubCommand::User(HubUserCommand::Add(args)) => user_add(args).await,
-        HubCommand::Bench(args) => super::hub_bench::run(args).await,
+        HubCommand::Bench(args) => temper_bench::hub::run(args).await,
     }
 }
 

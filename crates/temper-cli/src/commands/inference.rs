@@ -13,7 +13,7 @@ use crate::args::{InferenceCommand, InferenceServeArgs, Precision};
 pub async fn run(command: InferenceCommand) -> anyhow::Result<()> {
     match command {
         InferenceCommand::Serve(args) => serve(args).await,
-        InferenceCommand::Bench(args) => super::inference_bench::run(args).await,
+        InferenceCommand::Bench(args) => temper_bench::inference::run(args).await,
     }
 }
 

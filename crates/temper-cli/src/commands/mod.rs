@@ -4,18 +4,14 @@ mod env;
 mod envs;
 mod eval;
 mod hub;
-mod hub_bench;
 mod inference;
-mod inference_bench;
 mod local_server;
 mod orchestrator;
 mod plot;
 mod rl;
 mod sandbox;
-mod sandbox_bench;
 mod sft;
 mod trainer;
-mod trainer_bench;
 mod verify;
 
 use crate::args::Command;

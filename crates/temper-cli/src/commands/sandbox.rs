@@ -37,7 +37,7 @@ pub async fn run(command: SandboxCommand) -> anyhow::Result<()> {
                 .await
                 .context("the server failed")
         }
-        SandboxCommand::Bench(args) => crate::commands::sandbox_bench::run(args).await,
+        SandboxCommand::Bench(args) => temper_bench::sandbox::run(args).await,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::args::{TrainerArgs, TrainerCommand};
 
 pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     if let Some(TrainerCommand::Bench(bench)) = args.command {
-        return super::trainer_bench::run(bench).await;
+        return temper_bench::trainer::run(bench).await;
     }
     let Some(config) = args.config.clone() else { bail!("a config file is required") };
     let (cfg, resolved): (RlTrainerConfig, String) =

@@ -17,7 +17,7 @@ use temper_hub::lock::Lockfile;
 use temper_hub::server::{Hub, HubConfig};
 use temper_hub::{EnvRef, HubClient, Limits, Store};
 
-use crate::args::HubBenchArgs;
+use crate::HubBenchArgs;
 
 /// Each task's per-operation latencies in ms, or why an operation failed.
 type Outcomes = Vec<Result<f64, String>>;
@@ -51,9 +51,9 @@ fn phase(name: &str, mut ms: Vec<f64>, errors: usize, wall_s: f64) -> Value {
         "errors": errors,
         "wall_s": wall_s,
         "per_s": ms.len() as f64 / wall_s,
-        "p50_ms": super::sandbox_bench::percentile(&ms, 0.5),
-        "p90_ms": super::sandbox_bench::percentile(&ms, 0.9),
-        "p99_ms": super::sandbox_bench::percentile(&ms, 0.99),
+        "p50_ms": crate::report::percentile(&ms, 0.5),
+        "p90_ms": crate::report::percentile(&ms, 0.9),
+        "p99_ms": crate::report::percentile(&ms, 0.99),
         "max_ms": ms.last().copied().unwrap_or(f64::NAN),
     })
 }
@@ -231,12 +231,7 @@ pub async fn run(args: HubBenchArgs) -> anyhow::Result<()> {
         "cpus": std::thread::available_parallelism().map_or(0, usize::from),
         "phases": [publishes, installs],
     });
-    if let Some(parent) = args.output.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&args.output, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    println!("wrote {}", args.output.display());
+    crate::report::write(&args.output, &report)?;
     let failed = report["phases"].as_array().is_some_and(|p| p.iter().any(|p| p["errors"] != 0));
     anyhow::ensure!(!failed, "some operations failed (see above)");
     Ok(())

@@ -12,17 +12,12 @@ use temper_trainer::data::Sample;
 use temper_trainer::optim::{OptimConfig, ScheduleConfig};
 use temper_trainer::{Policy, Single, Trainer};
 
-use crate::args::TrainerBenchArgs;
+use crate::TrainerBenchArgs;
+use crate::report::median;
 
 const LR: f64 = 1e-5;
 const WEIGHT_DECAY: f64 = 0.01;
 const MAX_GRAD_NORM: f64 = 1.0;
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
-}
 
 pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
     if let Some(spec) = &args.worker {
@@ -131,12 +126,7 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         "optimizer": {"type": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM},
         "models": rows,
     });
-    if let Some(parent) = args.output.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&args.output, serde_json::to_vec_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    println!("\nwrote {}", args.output.display());
+    crate::report::write(&args.output, &report)?;
     Ok(())
 }
 
@@ -181,7 +171,7 @@ fn run_worker(exe: &Path, spec: &Path, checkpointing: bool) -> anyhow::Result<Va
 }
 
 fn run_torch(python: &Path, spec: &Value) -> anyhow::Result<Value> {
-    super::inference_bench::run_python_json(python, "bench_train.py", spec)
+    crate::python::run_json(python, crate::python::TRAIN, spec)
 }
 
 /// Peak resident memory of this process in MB (`VmHWM`).

@@ -9,22 +9,14 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use temper_sandbox::{Sandbox, SandboxConfig, Slot};
 
-use crate::args::SandboxBenchArgs;
+use crate::SandboxBenchArgs;
+use crate::report::percentile;
 
 const PYTHON: &str = "/usr/bin/python3";
 /// Where the benchmark's own programs are bound read-only inside every sandbox.
 const BENCH_DIR: &str = "/opt/temper-bench";
 /// The trivial program: `int main(void) { return 0; }`, compiled static on the host.
 const TRIVIAL: &str = "/opt/temper-bench/trivial";
-
-/// The `p` quantile (0..=1) of ascending `sorted` (nearest rank); NaN when empty.
-pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 fn summary(mut ms: Vec<f64>) -> Value {
     ms.sort_by(f64::total_cmp);
@@ -612,12 +604,6 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
         );
     }
     report["targets"] = Value::Array(targets);
-    if let Some(parent) = args.output.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(&args.output, serde_json::to_vec_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    println!("\nwrote {}", args.output.display());
+    crate::report::write(&args.output, &report)?;
     Ok(())
 }

@@ -1,8 +1,7 @@
 //! `temper inference bench`: prefill and decode throughput next to Hugging Face transformers.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -12,12 +11,8 @@ use serde_json::{Value, json};
 use temper_inference::{Engine, EngineConfig, Event, Request, SamplingOptions};
 use temper_model::{Pretrained, weights};
 
-use crate::args::InferenceBenchArgs;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
-}
+use crate::InferenceBenchArgs;
+use crate::report::median;
 
 /// Runs the benchmark.
 pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
@@ -72,7 +67,7 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             prefill.push(pf);
             decode.push(dc);
         }
-        let (pf, dc) = (median(prefill), median(decode));
+        let (pf, dc) = (median(&prefill), median(&decode));
         eprintln!("temper batch {b}: prefill {pf:.0} tokens/s, decode {dc:.1} tokens/s");
         ours.insert(b.to_string(), json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc}));
     }
@@ -131,12 +126,7 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "transformers": theirs.as_ref().map(|t| json!({"batches": t["batches"], "torch": t["torch"], "threads": t["threads"]})),
         "logits_max_abs_diff": check,
     });
-    if let Some(parent) = args.output.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&args.output, serde_json::to_vec_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    println!("\nwrote {}", args.output.display());
+    crate::report::write(&args.output, &report)?;
     Ok(())
 }
 
@@ -214,25 +204,5 @@ fn run_transformers(
         "new_tokens": args.new_tokens, "repeats": args.repeats, "prompts": prompts,
     });
     eprintln!("running transformers with {}", python.display());
-    run_python_json(python, "bench_transformers.py", &spec)
-}
-
-/// Runs `scripts/<script>` with `python`, the JSON `spec` on its stdin, and parses the JSON it
-/// prints (the benchmarks' PyTorch sides).
-pub fn run_python_json(python: &Path, script: &str, spec: &Value) -> anyhow::Result<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(script);
-    let mut child = Command::new(python)
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    child.stdin.take().context("no stdin")?.write_all(spec.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!("{} {} failed ({})", python.display(), script.display(), out.status);
-    }
-    serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("{} printed something other than JSON", script.display()))
+    crate::python::run_json(python, crate::python::TRANSFORMERS, &spec)
 }

@@ -1,0 +1,125 @@
+//! temper's benchmarks: `temper inference bench`, `temper trainer bench`, `temper sandbox bench`
+//! and `temper hub bench`. Each measures temper beside a reference where one exists
+//! (transformers and PyTorch, bubblewrap), prints a table and writes a JSON report.
+//!
+//! One home for what they share: [`report`] (medians, percentiles, the JSON report) and
+//! [`python`] (the PyTorch sides, whose scripts are compiled into the binary, so an installed
+//! `temper` runs them anywhere given a Python with torch and transformers).
+//!
+//! These are programs, not a library for others: like the binary, they return `anyhow` errors
+//! with context. Nothing else in temper depends on this crate.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its table and progress for the person running it"
+)]
+
+pub mod hub;
+pub mod inference;
+pub mod python;
+pub mod report;
+pub mod sandbox;
+pub mod trainer;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// `temper hub bench`.
+#[derive(Debug, Args)]
+pub struct HubBenchArgs {
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 50)]
+    pub clients: usize,
+    /// Versions each client publishes.
+    #[arg(long, default_value_t = 4)]
+    pub publishes: usize,
+    /// Installs each client makes.
+    #[arg(long, default_value_t = 20)]
+    pub installs: usize,
+    /// Bytes of data in each package (random, so it does not compress away).
+    #[arg(long, default_value_t = 64 << 10)]
+    pub package_bytes: usize,
+    /// Metadata database (default: SQLite in the fresh data folder).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/hub.json")]
+    pub output: PathBuf,
+}
+
+/// `temper trainer bench`.
+#[derive(Debug, Args)]
+pub struct TrainerBenchArgs {
+    /// SmolLM2-135M (a .gguf file or Hugging Face folder) to include.
+    #[arg(long)]
+    pub smollm2: Option<PathBuf>,
+    /// Python with torch and transformers (`scripts/bench-train` makes one); without it only
+    /// temper is measured.
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 4)]
+    pub batch: usize,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 256)]
+    pub seq_len: usize,
+    /// Measured steps (after one warmup step) per round; the median step time over all rounds
+    /// is reported.
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Rounds per model, temper and PyTorch taking turns (so that a busy spell of a shared
+    /// machine slows both rather than one side).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/train.json")]
+    pub output: PathBuf,
+    /// Internal: measure one model in this process and print JSON.
+    #[arg(long, hide = true)]
+    pub worker: Option<PathBuf>,
+    /// Internal: with --worker, recompute blocks in the backward pass.
+    #[arg(long, hide = true)]
+    pub checkpointing: bool,
+}
+
+/// `temper inference bench`.
+#[derive(Debug, Args)]
+pub struct InferenceBenchArgs {
+    /// The model (a Hugging Face folder or a .gguf file).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Python with torch and transformers, for the reference side (omit to measure temper only).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Batch sizes measured.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    pub batches: Vec<usize>,
+    /// Tokens per prompt.
+    #[arg(long, default_value_t = 128)]
+    pub prompt_len: usize,
+    /// Tokens generated per sequence.
+    #[arg(long, default_value_t = 64)]
+    pub new_tokens: usize,
+    /// Repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/inference.json")]
+    pub output: PathBuf,
+}
+
+/// `temper sandbox bench`.
+#[derive(Debug, Args)]
+pub struct SandboxBenchArgs {
+    /// Runs per measured workload.
+    #[arg(long, default_value_t = 200)]
+    pub runs: usize,
+    /// Idle sessions to hold at once.
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/sandbox.json")]
+    pub output: PathBuf,
+}
