@@ -147,9 +147,7 @@ fn now() -> f64 {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    fs::rename(&tmp, path).map_err(io(path))
+    temper_protocol::fsio::write_atomic(path, bytes).map_err(io(path))
 }
 
 /// Reads the complete groups of a results file, rewriting it without partial lines or groups.

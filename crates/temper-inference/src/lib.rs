@@ -4,13 +4,16 @@
 //! changing batch of sequences (continuous batching); [`sampling`] draws tokens and reports their
 //! logprobs; [`server`] is the OpenAI-compatible HTTP API with the token-in `/v1/generate` route
 //! and the admin routes RL needs (`/update_weights`, `/pause`, `/resume`, `/health`, `/metrics`).
-//! It knows token ids, not environments.
+//! [`LocalServer`] serves a copy of weights in training on a loopback port (how `temper sft`
+//! evaluates through the same API as `temper eval`). It knows token ids, not environments.
 
 pub mod engine;
+pub mod local;
 pub mod sampling;
 pub mod server;
 pub mod toolcall;
 
 pub use engine::{Engine, EngineConfig, Event, Finish, Request, SubmitError};
+pub use local::LocalServer;
 pub use sampling::SamplingOptions;
 pub use server::{ServerState, router};

@@ -55,9 +55,31 @@ pub struct ServerState {
     /// See `dtype`.
     pub device: Device,
     /// Serialises weight updates.
-    pub updating: tokio::sync::Mutex<()>,
+    updating: tokio::sync::Mutex<()>,
     /// Generated tokens per second over the last ten seconds (updated by a background task).
-    pub tokens_per_s: std::sync::Mutex<f64>,
+    tokens_per_s: std::sync::Mutex<f64>,
+}
+
+impl ServerState {
+    /// The state of a server of `engine` that reports `model_name` and loads new weights as
+    /// `dtype` on `device`.
+    pub fn new(
+        engine: Engine,
+        template: Option<ChatTemplate>,
+        model_name: String,
+        dtype: DType,
+        device: Device,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            engine,
+            template,
+            model_name,
+            dtype,
+            device,
+            updating: tokio::sync::Mutex::new(()),
+            tokens_per_s: std::sync::Mutex::new(0.0),
+        })
+    }
 }
 
 /// The routes over `state`.

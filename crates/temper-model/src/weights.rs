@@ -136,7 +136,7 @@ pub fn save_tensors(
             total += t.elem_count() * t.dtype().size_in_bytes();
         }
         let path = dir.join(file);
-        let tmp = dir.join(format!(".{file}.tmp"));
+        let tmp = temper_protocol::fsio::temp_path(&path);
         candle_core::safetensors::save(&map, &tmp).map_err(|e| bad(&tmp, e.to_string()))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
     }
@@ -160,8 +160,5 @@ pub fn save_tensors(
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    temper_protocol::fsio::write_atomic(path, bytes).map_err(io(path))
 }

@@ -106,7 +106,8 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
     let text = toml::to_string(&Credentials { url: url.clone(), token })?;
-    write_private(&path, &text)?;
+    temper_protocol::fsio::write_private(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     println!(
         "logged in to {url} as {} (scopes {}); saved to {}",
         who["user"].as_str().unwrap_or("?"),
@@ -114,22 +115,6 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
         path.display()
     );
     Ok(())
-}
-
-/// Writes a file only its owner can read, replacing it atomically.
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Installs `reference` (pinning it in `lock_path`) and returns the package folder.

@@ -1,7 +1,5 @@
 //! `temper inference serve`.
 
-use std::sync::Arc;
-
 use anyhow::Context;
 use candle_core::{DType, Device};
 use temper_inference::{Engine, EngineConfig, ServerState};
@@ -100,15 +98,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
         },
         0,
     );
-    let state = Arc::new(ServerState {
-        engine,
-        template: p.chat_template,
-        model_name: name,
-        dtype,
-        device: state_device,
-        updating: tokio::sync::Mutex::new(()),
-        tokens_per_s: std::sync::Mutex::new(0.0),
-    });
+    let state = ServerState::new(engine, p.chat_template, name, dtype, state_device);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;

@@ -5,7 +5,6 @@ mod envs;
 mod eval;
 mod hub;
 mod inference;
-mod local_server;
 mod orchestrator;
 mod plot;
 mod rl;

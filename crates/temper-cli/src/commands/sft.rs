@@ -15,8 +15,8 @@ use temper_protocol::metrics::{EvalScores, REWARD_MEAN};
 use temper_trainer::sft::{self, RunInfo, SftConfig, SftHooks};
 use temper_trainer::{Policy, Single, StepReport};
 
-use super::local_server::LocalServer;
 use crate::args::SftArgs;
+use temper_inference::LocalServer;
 
 /// Reads `path` with `sets` applied and validates it; also the resolved TOML.
 pub fn load_config(path: &Path, sets: &[String]) -> anyhow::Result<(SftConfig, String)> {

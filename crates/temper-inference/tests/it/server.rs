@@ -1,7 +1,6 @@
 //! The HTTP server: OpenAI routes, the token-in route, admin routes; SmolLM2 through it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -14,15 +13,7 @@ use crate::{bytes_tokenizer, forward_logprobs, greedy_reference, sharp};
 
 /// Serves `engine` on a free loopback port; returns the base URL.
 async fn serve(engine: Engine, template: Option<ChatTemplate>) -> String {
-    let state = Arc::new(ServerState {
-        engine,
-        template,
-        model_name: "test-model".into(),
-        dtype: DType::F32,
-        device: Device::Cpu,
-        updating: tokio::sync::Mutex::new(()),
-        tokens_per_s: std::sync::Mutex::new(0.0),
-    });
+    let state = ServerState::new(engine, template, "test-model".into(), DType::F32, Device::Cpu);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, temper_inference::router(state)).await });

@@ -2,12 +2,24 @@
 //! the weights it is training with the same engine, HTTP API and environment code as `temper
 //! eval` against a real server.
 
-use std::sync::Arc;
-
-use anyhow::Context;
 use candle_core::Tensor;
-use temper_inference::{Engine, EngineConfig, ServerState};
 use temper_model::{ChatTemplate, Tokenizer, Transformer};
+
+use crate::{Engine, EngineConfig, ServerState};
+
+/// Why a local server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalServerError {
+    /// The weights could not be copied.
+    #[error("cannot copy the weights to serve: {0}")]
+    Weights(#[from] candle_core::Error),
+    /// The copied weights do not make a model.
+    #[error("cannot build the served model: {0}")]
+    Model(#[from] temper_model::ModelError),
+    /// No loopback port could be opened.
+    #[error("cannot open a loopback port for the local server: {0}")]
+    Listen(#[from] std::io::Error),
+}
 
 /// A running server; dropping it stops it.
 #[derive(Debug)]
@@ -25,7 +37,7 @@ impl LocalServer {
         tokenizer: &Tokenizer,
         template: Option<&ChatTemplate>,
         version: u64,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, LocalServerError> {
         let copies = model
             .tensors()
             .into_iter()
@@ -40,28 +52,24 @@ impl LocalServer {
         )?;
         let template = template.cloned();
         let engine = Engine::start(copy, tokenizer.clone(), EngineConfig::default(), version);
-        let state = Arc::new(ServerState {
+        let state = ServerState::new(
             engine,
             template,
-            model_name: "policy".into(),
-            dtype: model.dtype(),
-            device: model.device().clone(),
-            updating: tokio::sync::Mutex::new(()),
-            tokens_per_s: std::sync::Mutex::new(0.0),
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("cannot open a loopback port for the evaluation server")?;
+            "policy".into(),
+            model.dtype(),
+            model.device().clone(),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/v1", listener.local_addr()?);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, temper_inference::router(state))
+            let served = axum::serve(listener, crate::router(state))
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
                 .await;
             if let Err(e) = served {
-                tracing::warn!("evaluation server: {e}");
+                tracing::warn!("local inference server: {e}");
             }
         });
         Ok(Self { url, stop: Some(stop), task: Some(task) })
