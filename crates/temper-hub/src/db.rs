@@ -173,11 +173,6 @@ fn now() -> i64 {
         .unwrap_or(0)
 }
 
-#[expect(clippy::needless_pass_by_value, reason = "the shape map_err wants")]
-fn db_err(e: sqlx::Error) -> HubError {
-    HubError::Database(e.to_string())
-}
-
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
@@ -213,11 +208,11 @@ impl Db {
             })
             .connect(&url)
             .await
-            .map_err(|e| HubError::Database(format!("cannot open {url}: {e}")))?;
+            .map_err(|source| HubError::Open { url: url.clone(), source })?;
         sqlx::migrate!("./migrations")
             .run(&pool)
             .await
-            .map_err(|e| HubError::Database(format!("migrating {url}: {e}")))?;
+            .map_err(|source| HubError::Migrate { url: url.clone(), source })?;
         Ok(Self { pool, sqlite, write: Default::default() })
     }
 
@@ -255,7 +250,7 @@ impl Db {
                 if is_unique_violation(&e) {
                     HubError::Conflict(format!("user `{name}` exists"))
                 } else {
-                    db_err(e)
+                    HubError::Database(e)
                 }
             })?;
         Ok(())
@@ -267,7 +262,7 @@ impl Db {
             .bind(name)
             .fetch_optional(&self.pool)
             .await
-            .map_err(db_err)?;
+            .map_err(HubError::Database)?;
         Ok(row.is_some())
     }
 
@@ -338,7 +333,7 @@ impl Db {
         .bind(parent)
         .execute(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         Ok((id, secret))
     }
 
@@ -353,27 +348,27 @@ impl Db {
         .bind(sha256_hex(secret.as_bytes()))
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         let Some(row) = row else { return Ok(None) };
         // Every ancestor must be live too: a token minted while its parent was being revoked
         // (a race the cascade in `revoke_token` can miss) dies with it all the same.
-        let mut parent: Option<String> = row.try_get("parent_id").map_err(db_err)?;
+        let mut parent: Option<String> = row.try_get("parent_id").map_err(HubError::Database)?;
         while let Some(id) = parent {
             let up = sqlx::query("SELECT parent_id, revoked_at FROM tokens WHERE id = $1")
                 .bind(&id)
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(db_err)?;
+                .map_err(HubError::Database)?;
             let Some(up) = up else { return Ok(None) };
-            if up.try_get::<Option<i64>, _>("revoked_at").map_err(db_err)?.is_some() {
+            if up.try_get::<Option<i64>, _>("revoked_at").map_err(HubError::Database)?.is_some() {
                 return Ok(None);
             }
-            parent = up.try_get("parent_id").map_err(db_err)?;
+            parent = up.try_get("parent_id").map_err(HubError::Database)?;
         }
-        let scopes: String = row.try_get("scopes").map_err(db_err)?;
+        let scopes: String = row.try_get("scopes").map_err(HubError::Database)?;
         Ok(Some(Principal {
-            user: row.try_get("user_name").map_err(db_err)?,
-            token_id: row.try_get("id").map_err(db_err)?,
+            user: row.try_get("user_name").map_err(HubError::Database)?,
+            token_id: row.try_get("id").map_err(HubError::Database)?,
             scopes: scopes.split(',').filter_map(|s| Scope::parse(s).ok()).collect(),
         }))
     }
@@ -386,7 +381,7 @@ impl Db {
         .bind(user)
         .fetch_all(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         rows.iter()
             .map(|r| {
                 let scopes: String = r.try_get("scopes")?;
@@ -400,7 +395,7 @@ impl Db {
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
-            .map_err(db_err)
+            .map_err(HubError::Database)
     }
 
     /// Revokes `user`'s token `id` and every live token minted from it, at any depth, in one
@@ -408,7 +403,7 @@ impl Db {
     pub async fn revoke_token(&self, user: &str, id: &str) -> Result<bool, HubError> {
         let _w = self.write_guard().await;
         let at = now();
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.pool.begin().await.map_err(HubError::Database)?;
         let done = sqlx::query(
             "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND user_name = $3 AND revoked_at IS NULL",
         )
@@ -417,7 +412,7 @@ impl Db {
         .bind(user)
         .execute(&mut *tx)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         if done.rows_affected() != 1 {
             return Ok(false);
         }
@@ -430,19 +425,19 @@ impl Db {
             .bind(user)
             .fetch_all(&mut *tx)
             .await
-            .map_err(db_err)?;
+            .map_err(HubError::Database)?;
             for child in children {
-                let child: String = child.try_get("id").map_err(db_err)?;
+                let child: String = child.try_get("id").map_err(HubError::Database)?;
                 sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2")
                     .bind(at)
                     .bind(&child)
                     .execute(&mut *tx)
                     .await
-                    .map_err(db_err)?;
+                    .map_err(HubError::Database)?;
                 frontier.push(child);
             }
         }
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await.map_err(HubError::Database)?;
         Ok(true)
     }
 
@@ -461,7 +456,7 @@ impl Db {
         Fut: Future<Output = Result<(), HubError>>,
     {
         let _w = self.write_guard().await;
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.pool.begin().await.map_err(HubError::Database)?;
         let existing = sqlx::query(
             "SELECT content_hash FROM versions WHERE owner = $1 AND name = $2 AND version = $3",
         )
@@ -470,9 +465,9 @@ impl Db {
         .bind(row.version.to_string())
         .fetch_optional(&mut *tx)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         if let Some(existing) = existing {
-            let hash: String = existing.try_get("content_hash").map_err(db_err)?;
+            let hash: String = existing.try_get("content_hash").map_err(HubError::Database)?;
             return if hash == row.content_hash {
                 Ok(Published::Unchanged)
             } else {
@@ -487,7 +482,7 @@ impl Db {
             .bind(&row.name)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(db_err)?;
+            .map_err(HubError::Database)?;
         if env.is_none() {
             sqlx::query(
                 "INSERT INTO envs (owner, name, private, description, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (owner, name) DO NOTHING",
@@ -499,7 +494,7 @@ impl Db {
             .bind(now())
             .execute(&mut *tx)
             .await
-            .map_err(db_err)?;
+            .map_err(HubError::Database)?;
         } else {
             sqlx::query("UPDATE envs SET description = $1 WHERE owner = $2 AND name = $3")
                 .bind(&row.description)
@@ -507,7 +502,7 @@ impl Db {
                 .bind(&row.name)
                 .execute(&mut *tx)
                 .await
-                .map_err(db_err)?;
+                .map_err(HubError::Database)?;
         }
         let files = serde_json::to_string(&row.files)
             .map_err(|e| HubError::invalid(format!("file list: {e}")))?;
@@ -533,11 +528,11 @@ impl Db {
                     row.owner, row.name, row.version
                 ))
             } else {
-                db_err(e)
+                HubError::Database(e)
             }
         })?;
         make_visible().await?;
-        tx.commit().await.map_err(db_err)?;
+        tx.commit().await.map_err(HubError::Database)?;
         Ok(Published::Created)
     }
 
@@ -550,8 +545,8 @@ impl Db {
         .bind(name)
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_err)?;
-        row.map(|r| env_row(&r)).transpose().map_err(db_err)
+        .map_err(HubError::Database)?;
+        row.map(|r| env_row(&r)).transpose().map_err(HubError::Database)
     }
 
     /// Environments whose owner or name or description contains `query` (any case), visible to
@@ -584,8 +579,8 @@ impl Db {
         .bind(offset)
         .fetch_all(&self.pool)
         .await
-        .map_err(db_err)?;
-        rows.iter().map(env_row).collect::<Result<_, _>>().map_err(db_err)
+        .map_err(HubError::Database)?;
+        rows.iter().map(env_row).collect::<Result<_, _>>().map_err(HubError::Database)
     }
 
     /// Every version of `owner/name` as listed, newest first by semver.
@@ -601,16 +596,18 @@ impl Db {
         .bind(name)
         .fetch_all(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         let mut out = rows
             .iter()
             .map(|r| {
                 Ok(VersionSummary {
                     version: stored_version(r)?,
-                    content_hash: r.try_get("content_hash").map_err(db_err)?,
-                    archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,
-                    yanked: r.try_get::<i64, _>("yanked").map_err(db_err)? != 0,
-                    published_at: r.try_get("published_at").map_err(db_err)?,
+                    content_hash: r.try_get("content_hash").map_err(HubError::Database)?,
+                    archive_bytes: r
+                        .try_get::<i64, _>("archive_bytes")
+                        .map_err(HubError::Database)? as u64,
+                    yanked: r.try_get::<i64, _>("yanked").map_err(HubError::Database)? != 0,
+                    published_at: r.try_get("published_at").map_err(HubError::Database)?,
                 })
             })
             .collect::<Result<Vec<_>, HubError>>()?;
@@ -633,7 +630,7 @@ impl Db {
         .bind(version.to_string())
         .fetch_optional(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         row.as_ref().map(version_row).transpose()
     }
 
@@ -650,9 +647,14 @@ impl Db {
                 .bind(name)
                 .fetch_all(&self.pool)
                 .await
-                .map_err(db_err)?;
+                .map_err(HubError::Database)?;
         rows.iter()
-            .map(|r| Ok((stored_version(r)?, r.try_get::<i64, _>("yanked").map_err(db_err)? != 0)))
+            .map(|r| {
+                Ok((
+                    stored_version(r)?,
+                    r.try_get::<i64, _>("yanked").map_err(HubError::Database)? != 0,
+                ))
+            })
             .collect()
     }
 
@@ -680,15 +682,15 @@ impl Db {
         .bind(version.to_string())
         .execute(&self.pool)
         .await
-        .map_err(db_err)?;
+        .map_err(HubError::Database)?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Counts for `/metrics`: (users, environments, versions).
     pub async fn counts(&self) -> Result<(i64, i64, i64), HubError> {
         let one = |sql: &'static str| async move {
-            let row = sqlx::query(sql).fetch_one(&self.pool).await.map_err(db_err)?;
-            row.try_get::<i64, _>(0).map_err(db_err)
+            let row = sqlx::query(sql).fetch_one(&self.pool).await.map_err(HubError::Database)?;
+            row.try_get::<i64, _>(0).map_err(HubError::Database)
         };
         Ok((
             one("SELECT COUNT(*) FROM users").await?,
@@ -710,24 +712,24 @@ fn env_row(r: &AnyRow) -> Result<EnvRow, sqlx::Error> {
 
 /// The `version` column of a row, parsed.
 fn stored_version(r: &AnyRow) -> Result<Version, HubError> {
-    let text: String = r.try_get("version").map_err(db_err)?;
-    Version::parse(&text).map_err(|e| HubError::Database(format!("stored version `{text}`: {e}")))
+    let text: String = r.try_get("version").map_err(HubError::Database)?;
+    Version::parse(&text).map_err(|e| HubError::Stored(format!("stored version `{text}`: {e}")))
 }
 
 fn version_row(r: &AnyRow) -> Result<VersionRow, HubError> {
-    let files: String = r.try_get("files").map_err(db_err)?;
+    let files: String = r.try_get("files").map_err(HubError::Database)?;
     Ok(VersionRow {
-        owner: r.try_get("owner").map_err(db_err)?,
-        name: r.try_get("name").map_err(db_err)?,
+        owner: r.try_get("owner").map_err(HubError::Database)?,
+        name: r.try_get("name").map_err(HubError::Database)?,
         version: stored_version(r)?,
-        content_hash: r.try_get("content_hash").map_err(db_err)?,
-        archive_key: r.try_get("archive_key").map_err(db_err)?,
-        archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(db_err)? as u64,
+        content_hash: r.try_get("content_hash").map_err(HubError::Database)?,
+        archive_key: r.try_get("archive_key").map_err(HubError::Database)?,
+        archive_bytes: r.try_get::<i64, _>("archive_bytes").map_err(HubError::Database)? as u64,
         files: serde_json::from_str(&files)
-            .map_err(|e| HubError::Database(format!("stored file list: {e}")))?,
-        readme: r.try_get("readme").map_err(db_err)?,
-        description: r.try_get("description").map_err(db_err)?,
-        yanked: r.try_get::<i64, _>("yanked").map_err(db_err)? != 0,
-        published_at: r.try_get("published_at").map_err(db_err)?,
+            .map_err(|e| HubError::Stored(format!("stored file list: {e}")))?,
+        readme: r.try_get("readme").map_err(HubError::Database)?,
+        description: r.try_get("description").map_err(HubError::Database)?,
+        yanked: r.try_get::<i64, _>("yanked").map_err(HubError::Database)? != 0,
+        published_at: r.try_get("published_at").map_err(HubError::Database)?,
     })
 }

@@ -47,12 +47,31 @@ pub enum HubError {
     /// A package folder is malformed.
     #[error(transparent)]
     Package(#[from] temper_envs::EnvError),
-    /// The database failed or holds something unexpected.
+    /// A database query failed.
     #[error("database: {0}")]
-    Database(String),
+    Database(#[from] sqlx::Error),
+    /// The database could not be opened.
+    #[error("database: cannot open {url}: {source}")]
+    Open {
+        /// The database URL.
+        url: String,
+        /// Why.
+        source: sqlx::Error,
+    },
+    /// The database's schema could not be brought up to date.
+    #[error("database: migrating {url}: {source}")]
+    Migrate {
+        /// The database URL.
+        url: String,
+        /// Why.
+        source: sqlx::migrate::MigrateError,
+    },
+    /// The database holds a value this version cannot read; the message names the column.
+    #[error("database: {0}")]
+    Stored(String),
     /// The object store failed.
     #[error("archive storage: {0}")]
-    Storage(String),
+    Storage(#[from] object_store::Error),
     /// The thing exists with other content (a published version, a user).
     #[error("{0}")]
     Conflict(String),

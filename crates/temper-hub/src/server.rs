@@ -245,6 +245,9 @@ impl IntoResponse for ApiError {
             HubError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             HubError::Io { .. }
             | HubError::Database(_)
+            | HubError::Open { .. }
+            | HubError::Migrate { .. }
+            | HubError::Stored(_)
             | HubError::Storage(_)
             | HubError::HashMismatch { .. }
             | HubError::Http(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -716,9 +719,14 @@ mod tests {
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v, json!({"error": {"code": "not_found", "message": "not found: alice/nope"}}));
         let internal = [
-            HubError::Database("SELECT hash FROM tokens WHERE id = $1: disk I/O error".into()),
+            HubError::Database(sqlx::Error::Protocol(
+                "SELECT hash FROM tokens WHERE id = $1: disk I/O error".into(),
+            )),
             HubError::io(FsPath::new("/srv/hub/archives/tmp/x"), std::io::Error::other("full")),
-            HubError::Storage("s3://bucket/secret-prefix: access denied".into()),
+            HubError::Storage(object_store::Error::Generic {
+                store: "S3",
+                source: "s3://bucket/secret-prefix: access denied".into(),
+            }),
         ];
         for e in internal {
             let (status, body) = answer(e).await;

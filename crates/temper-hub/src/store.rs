@@ -13,11 +13,6 @@ use rand::RngCore;
 
 use crate::HubError;
 
-#[expect(clippy::needless_pass_by_value, reason = "the shape map_err wants")]
-fn err(e: object_store::Error) -> HubError {
-    HubError::Storage(e.to_string())
-}
-
 /// The archive store.
 #[derive(Debug, Clone)]
 pub struct Archives {
@@ -28,7 +23,8 @@ impl Archives {
     /// A local folder (created if missing).
     pub fn local(dir: &std::path::Path) -> Result<Self, HubError> {
         std::fs::create_dir_all(dir).map_err(|e| HubError::io(dir, e))?;
-        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(err)?;
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .map_err(HubError::Storage)?;
         Ok(Self { store: Arc::new(fs) })
     }
 
@@ -47,7 +43,7 @@ impl Archives {
         let s3 = object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
             .build()
-            .map_err(err)?;
+            .map_err(HubError::Storage)?;
         let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
             Arc::new(s3)
         } else {
@@ -73,20 +69,20 @@ impl Archives {
         let mut id = [0u8; 12];
         rand::rng().fill_bytes(&mut id);
         let key = format!("tmp/{}.tar.gz", hex::encode(id));
-        self.store.put(&Key::from(key.as_str()), bytes.into()).await.map_err(err)?;
+        self.store.put(&Key::from(key.as_str()), bytes.into()).await.map_err(HubError::Storage)?;
         Ok(key)
     }
 
     /// Moves `from` to `to` (replacing it).
     pub async fn rename(&self, from: &str, to: &str) -> Result<(), HubError> {
-        self.store.rename(&Key::from(from), &Key::from(to)).await.map_err(err)
+        self.store.rename(&Key::from(from), &Key::from(to)).await.map_err(HubError::Storage)
     }
 
     /// Deletes `key` (missing is fine).
     pub async fn delete(&self, key: &str) -> Result<(), HubError> {
         match self.store.delete(&Key::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(err(e)),
+            Err(e) => Err(HubError::Storage(e)),
         }
     }
 
@@ -94,9 +90,9 @@ impl Archives {
     pub async fn get(&self, key: &str) -> Result<Vec<u8>, HubError> {
         let got = self.store.get(&Key::from(key)).await.map_err(|e| match e {
             object_store::Error::NotFound { .. } => HubError::NotFound(format!("archive {key}")),
-            e => err(e),
+            e => HubError::Storage(e),
         })?;
-        Ok(got.bytes().await.map_err(err)?.to_vec())
+        Ok(got.bytes().await.map_err(HubError::Storage)?.to_vec())
     }
 
     /// Whether `key` exists.
@@ -104,7 +100,7 @@ impl Archives {
         match self.store.head(&Key::from(key)).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(err(e)),
+            Err(e) => Err(HubError::Storage(e)),
         }
     }
 
@@ -117,8 +113,12 @@ impl Archives {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let cutoff = now - age.as_secs() as i64;
-        let items: Vec<_> =
-            self.store.list(Some(&Key::from("tmp"))).try_collect().await.map_err(err)?;
+        let items: Vec<_> = self
+            .store
+            .list(Some(&Key::from("tmp")))
+            .try_collect()
+            .await
+            .map_err(HubError::Storage)?;
         let mut deleted = 0;
         for item in items.into_iter().filter(|m| m.last_modified.timestamp() <= cutoff) {
             self.delete(item.location.as_ref()).await?;
@@ -130,8 +130,12 @@ impl Archives {
     /// Keys under `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, HubError> {
         use futures::TryStreamExt;
-        let items: Vec<_> =
-            self.store.list(Some(&Key::from(prefix))).try_collect().await.map_err(err)?;
+        let items: Vec<_> = self
+            .store
+            .list(Some(&Key::from(prefix)))
+            .try_collect()
+            .await
+            .map_err(HubError::Storage)?;
         Ok(items.into_iter().map(|m| m.location.to_string()).collect())
     }
 }

@@ -30,15 +30,34 @@ pub use config::OrchestratorConfig;
 pub use run::{NoHooks, OrchestratorHooks, Start, Summary, run, run_with_envs};
 
 /// Why the orchestrator stopped.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum OrchestratorError {
     /// A setting is invalid; the message names it.
     #[error("config: {0}")]
     Config(String),
-    /// Reading or writing the run directory failed.
-    #[error("{0}")]
-    Io(String),
-    /// The inference servers could not load new weights.
+    /// A file of the run directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A file of the run directory does not hold what it should.
+    #[error("{}: {message}", path.display())]
+    BadFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong (a parse error, another schema or step).
+        message: String,
+    },
+    /// A record could not be written as JSON.
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// An inference server's admin route failed.
+    #[error("weight sync: {0}")]
+    Admin(#[from] temper_client::admin::AdminError),
+    /// The inference servers did not load new weights as asked.
     #[error("weight sync: {0}")]
     WeightSync(String),
     /// Rollouts cannot go on.

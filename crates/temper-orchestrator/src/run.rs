@@ -190,7 +190,7 @@ impl<'a> Orchestrator<'a> {
         }
         let o = &cfg.orchestrator;
         let run = cfg.output.dir.clone();
-        std::fs::create_dir_all(&run).map_err(|e| io(&run, &e))?;
+        std::fs::create_dir_all(&run).map_err(|e| io(&run, e))?;
         let (start_step, task_state) = resume_point(&run, start)?;
         let tasks = TaskSource::new(task_envs(cfg, &envs)?, o.seed, task_state);
         let per_server = o.max_concurrent.div_ceil(cfg.inference.base_urls.len().max(1));
@@ -504,7 +504,7 @@ impl Inbox {
     /// Appends `line` to `metrics.jsonl` and shows it on `/metrics`.
     fn record(&self, line: &MetricsLine) -> Result<(), OrchestratorError> {
         temper_protocol::metrics::append(&self.metrics_path, line)
-            .map_err(|e| io(&self.metrics_path, &e))?;
+            .map_err(|e| io(&self.metrics_path, e))?;
         self.gauges.set_all(line);
         Ok(())
     }
@@ -594,16 +594,16 @@ fn write_batches(
 ) -> Result<u64, OrchestratorError> {
     let batches = build_batches(step, samples, o.seq_len, o.micro_batch_rows, o.world_size);
     let dir = run_dir::batch_dir(run, step);
-    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, &e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
     let mut trained_tokens = 0u64;
     for b in &batches {
         let path = run_dir::batch_file(run, step, b.rank);
-        let bytes = serde_json::to_vec(b).map_err(|e| OrchestratorError::Io(e.to_string()))?;
-        temper_protocol::fsio::write_atomic(&path, &bytes).map_err(|e| io(&path, &e))?;
+        let bytes = serde_json::to_vec(b).map_err(OrchestratorError::Json)?;
+        temper_protocol::fsio::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         trained_tokens +=
             b.micro_batches.iter().flatten().map(|s| s.token_ids.len() as u64).sum::<u64>();
     }
-    std::fs::write(dir.join(STABLE), b"").map_err(|e| io(&dir, &e))?;
+    std::fs::write(dir.join(STABLE), b"").map_err(|e| io(&dir, e))?;
     Ok(trained_tokens)
 }
 
@@ -680,8 +680,8 @@ fn mean_of(v: &[f64]) -> f64 {
     if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
 }
 
-fn io(path: &Path, e: &std::io::Error) -> OrchestratorError {
-    OrchestratorError::Io(format!("{}: {e}", path.display()))
+fn io(path: &Path, e: std::io::Error) -> OrchestratorError {
+    OrchestratorError::Io { path: path.to_owned(), source: e }
 }
 
 fn state_dir(run: &Path) -> PathBuf {
@@ -696,13 +696,12 @@ fn save_state(run: &Path, step: u64, tasks: &TaskState) -> Result<(), Orchestrat
     let dir = root.join(format!("step_{step}"));
     let tmp = root.join(format!("step_{step}.tmp"));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, &e))?;
+    std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
     let state = OrchestratorState { schema_version: SCHEMA_VERSION, step, tasks: tasks.clone() };
-    let bytes =
-        serde_json::to_vec_pretty(&state).map_err(|e| OrchestratorError::Io(e.to_string()))?;
-    std::fs::write(tmp.join("state.json"), bytes).map_err(|e| io(&tmp, &e))?;
+    let bytes = serde_json::to_vec_pretty(&state).map_err(OrchestratorError::Json)?;
+    std::fs::write(tmp.join("state.json"), bytes).map_err(|e| io(&tmp, e))?;
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&tmp, &dir).map_err(|e| io(&dir, &e))?;
+    std::fs::rename(&tmp, &dir).map_err(|e| io(&dir, e))?;
     let steps = saved_steps(run);
     for old in steps.iter().rev().skip(KEEP_STATES) {
         let _ = std::fs::remove_dir_all(root.join(format!("step_{old}")));
@@ -725,16 +724,17 @@ pub fn saved_steps(run: &Path) -> Vec<u64> {
 
 fn load_state(run: &Path, step: u64) -> Result<OrchestratorState, OrchestratorError> {
     let path = state_dir(run).join(format!("step_{step}")).join("state.json");
-    let bytes = std::fs::read(&path).map_err(|e| io(&path, &e))?;
+    let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
     let state: OrchestratorState = serde_json::from_slice(&bytes)
-        .map_err(|e| OrchestratorError::Io(format!("{}: {e}", path.display())))?;
+        .map_err(|e| OrchestratorError::BadFile { path: path.clone(), message: e.to_string() })?;
     if state.schema_version > SCHEMA_VERSION || state.step != step {
-        return Err(OrchestratorError::Io(format!(
-            "{}: schema {} step {} (expected ≤ {SCHEMA_VERSION}, step {step})",
-            path.display(),
-            state.schema_version,
-            state.step
-        )));
+        return Err(OrchestratorError::BadFile {
+            path,
+            message: format!(
+                "schema {} step {} (expected ≤ {SCHEMA_VERSION}, step {step})",
+                state.schema_version, state.step
+            ),
+        });
     }
     Ok(state)
 }

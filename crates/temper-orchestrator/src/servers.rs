@@ -87,7 +87,7 @@ impl Servers {
     ) -> Result<(), OrchestratorError> {
         let calls = self.servers.iter().map(|s| s.admin.update_weights(path, version, timeout));
         for result in futures::future::join_all(calls).await {
-            let got = result.map_err(|e| OrchestratorError::WeightSync(e.to_string()))?;
+            let got = result?;
             if got != version {
                 return Err(OrchestratorError::WeightSync(format!(
                     "a server reports version {got} after loading version {version}"

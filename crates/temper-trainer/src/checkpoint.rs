@@ -30,10 +30,6 @@ pub struct TrainerState {
 const STATE: &str = "state.json";
 const OPTIMIZER: &str = "optimizer.safetensors";
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
-    move |e| TrainError::Io(format!("{}: {e}", path.display()))
-}
-
 /// Folder of checkpoint `step` under `root`.
 pub fn step_dir(root: &Path, step: u64) -> PathBuf {
     root.join(format!("step_{step}"))
@@ -48,13 +44,13 @@ pub fn save(
     optimizer: &BTreeMap<String, Tensor>,
     keep: usize,
 ) -> Result<PathBuf, TrainError> {
-    std::fs::create_dir_all(root).map_err(io(root))?;
+    std::fs::create_dir_all(root).map_err(TrainError::io(root))?;
     let fin = step_dir(root, state.step);
     let tmp = root.join(format!("step_{}.tmp", state.step));
     if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+        std::fs::remove_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
     }
-    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    std::fs::create_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
     temper_model::weights::save_tensors(
         model,
         model_config,
@@ -65,22 +61,22 @@ pub fn save(
     let optimizer: std::collections::HashMap<String, Tensor> =
         optimizer.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     candle_core::safetensors::save(&optimizer, &opt_path)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", opt_path.display())))?;
+        .map_err(|source| TrainError::Tensors { path: opt_path.clone(), source })?;
     let state_path = tmp.join(STATE);
-    let text = serde_json::to_vec_pretty(state).map_err(|e| TrainError::Io(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(state).map_err(TrainError::Json)?;
     write_synced(&state_path, &text)?;
     sync_dir(&tmp);
     if fin.exists() {
-        std::fs::remove_dir_all(&fin).map_err(io(&fin))?;
+        std::fs::remove_dir_all(&fin).map_err(TrainError::io(&fin))?;
     }
-    std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
+    std::fs::rename(&tmp, &fin).map_err(TrainError::io(&fin))?;
     sync_dir(root);
     if keep > 0 {
         let mut steps = list(root)?;
         steps.sort_unstable();
         while steps.len() > keep {
             let old = step_dir(root, steps.remove(0));
-            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+            std::fs::remove_dir_all(&old).map_err(TrainError::io(&old))?;
         }
     }
     Ok(fin)
@@ -88,9 +84,9 @@ pub fn save(
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     use std::io::Write;
-    let mut f = std::fs::File::create(path).map_err(io(path))?;
-    f.write_all(bytes).map_err(io(path))?;
-    f.sync_all().map_err(io(path))
+    let mut f = std::fs::File::create(path).map_err(TrainError::io(path))?;
+    f.write_all(bytes).map_err(TrainError::io(path))?;
+    f.sync_all().map_err(TrainError::io(path))
 }
 
 fn sync_dir(dir: &Path) {
@@ -105,10 +101,10 @@ pub fn list(root: &Path) -> Result<Vec<u64>, TrainError> {
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(io(root)(e)),
+        Err(e) => return Err(TrainError::io(root)(e)),
     };
     for entry in entries {
-        let entry = entry.map_err(io(root))?;
+        let entry = entry.map_err(TrainError::io(root))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(n) = name.strip_prefix("step_").and_then(|n| n.parse::<u64>().ok())
             && entry.path().join(STATE).is_file()
@@ -140,14 +136,14 @@ pub struct Loaded {
 pub fn load(root: &Path, step: u64, device: &Device) -> Result<Loaded, TrainError> {
     let dir = step_dir(root, step);
     let state_path = dir.join(STATE);
-    let text = std::fs::read(&state_path).map_err(io(&state_path))?;
+    let text = std::fs::read(&state_path).map_err(TrainError::io(&state_path))?;
     let state: TrainerState = serde_json::from_slice(&text)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", state_path.display())))?;
+        .map_err(|source| TrainError::Parse { path: state_path.clone(), source })?;
     let files = temper_model::weights::safetensors_files(&dir)?;
     let model = temper_model::weights::load_safetensors(&files, device)?;
     let opt_path = dir.join(OPTIMIZER);
     let optimizer = candle_core::safetensors::load(&opt_path, device)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", opt_path.display())))?
+        .map_err(|source| TrainError::Tensors { path: opt_path.clone(), source })?
         .into_iter()
         .collect();
     Ok(Loaded { state, model, optimizer })

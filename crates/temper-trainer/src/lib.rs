@@ -42,24 +42,57 @@ pub enum TrainError {
     #[error("data: {0}")]
     Data(String),
     /// A file could not be read or written.
-    #[error("{0}")]
-    Io(String),
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A JSON file of temper's (a checkpoint's state, a batch) does not parse.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Where and why it does not parse.
+        source: serde_json::Error,
+    },
+    /// A tensor file (safetensors) could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Tensors {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What candle said.
+        source: candle_core::Error,
+    },
+    /// A record could not be written as JSON.
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
     /// A checkpoint is unusable.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     /// Evaluation failed.
     #[error("evaluation: {0}")]
     Eval(String),
-    /// The model could not be loaded or run.
+    /// The model could not be built or run.
     #[error("model: {0}")]
-    Model(String),
+    Model(#[from] temper_model::ModelError),
+    /// A pretrained model could not be loaded.
+    #[error("cannot load {}: {source}", path.display())]
+    Load {
+        /// The folder or `.gguf` file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: temper_model::ModelError,
+    },
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] candle_core::Error),
 }
 
-impl From<temper_model::ModelError> for TrainError {
-    fn from(e: temper_model::ModelError) -> Self {
-        TrainError::Model(e.to_string())
+impl TrainError {
+    /// The [`TrainError::Io`] of `path`, for `map_err`.
+    pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+        move |source| TrainError::Io { path: path.to_owned(), source }
     }
 }

@@ -136,9 +136,11 @@ impl Lora {
             base.params().iter().map(|(n, v)| (n.as_str(), v)).collect();
         let mut out = BTreeMap::new();
         for ad in &self.adapters {
-            let w = weights
-                .get(ad.weight.as_str())
-                .ok_or_else(|| TrainError::Model(format!("weight `{}` is missing", ad.weight)))?;
+            let w = weights.get(ad.weight.as_str()).ok_or_else(|| {
+                TrainError::Model(temper_model::ModelError::MissingTensor {
+                    name: ad.weight.clone(),
+                })
+            })?;
             let delta = (ad.b.as_tensor().matmul(ad.a.as_tensor())? * self.scale())?;
             let merged = (w.as_tensor().detach() + delta)?;
             out.insert(ad.weight.clone(), if detach { merged.detach() } else { merged });
@@ -164,8 +166,7 @@ impl Lora {
 
     /// Writes the adapter in the PEFT layout to `dir`.
     pub fn save(&self, dir: &Path, base_model: &str) -> Result<(), TrainError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(TrainError::io(dir))?;
         let tensors: std::collections::HashMap<String, Tensor> = self
             .params
             .iter()
@@ -173,7 +174,7 @@ impl Lora {
             .collect::<candle_core::Result<_>>()?;
         let path = dir.join("adapter_model.safetensors");
         candle_core::safetensors::save(&tensors, &path)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+            .map_err(|source| TrainError::Tensors { path: path.clone(), source })?;
         let config = json!({
             "peft_type": "LORA",
             "task_type": "CAUSAL_LM",
@@ -187,11 +188,8 @@ impl Lora {
             "base_model_name_or_path": base_model,
         });
         let path = dir.join("adapter_config.json");
-        std::fs::write(
-            &path,
-            serde_json::to_vec_pretty(&config).map_err(|e| TrainError::Io(e.to_string()))?,
-        )
-        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).map_err(TrainError::Json)?)
+            .map_err(TrainError::io(&path))
     }
 
     /// Restores adapter matrices saved by [`Lora::save`] (or a checkpoint of them).

@@ -139,7 +139,7 @@ impl ModelSpec {
         let dtype = parse_dtype(self.dtype.as_deref().unwrap_or("f32"))?;
         if let Some(path) = &self.path {
             let p = Pretrained::load(path, dtype, device)
-                .map_err(|e| TrainError::Model(format!("{}: {e}", path.display())))?;
+                .map_err(|source| TrainError::Load { path: path.clone(), source })?;
             return Ok(Policy {
                 model: p.model,
                 tokenizer: p.tokenizer,

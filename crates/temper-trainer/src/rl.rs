@@ -98,8 +98,7 @@ impl RlTrainerConfig {
 
 /// Marks a folder complete.
 pub fn mark_stable(dir: &Path) -> Result<(), TrainError> {
-    std::fs::write(dir.join(STABLE), b"")
-        .map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
+    std::fs::write(dir.join(STABLE), b"").map_err(TrainError::io(dir))
 }
 
 /// What `temper trainer` calls back into.
@@ -123,10 +122,9 @@ impl RlHooks for NoRlHooks {}
 
 fn read_batch(dir: &Path, rank: usize, step: u64) -> Result<TrainBatch, TrainError> {
     let path = dir.join(format!("rank_{rank}.json"));
-    let bytes =
-        std::fs::read(&path).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(TrainError::io(&path))?;
     let batch: TrainBatch = serde_json::from_slice(&bytes)
-        .map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))?;
+        .map_err(|source| TrainError::Parse { path: path.clone(), source })?;
     batch.check().map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))?;
     if batch.step != step || batch.rank as usize != rank {
         return Err(TrainError::Data(format!(

@@ -242,15 +242,14 @@ pub struct SftSummary {
 pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), TrainError> {
     let has_data = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
     if has_data && clean {
-        std::fs::remove_dir_all(dir)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+        std::fs::remove_dir_all(dir).map_err(TrainError::io(dir))?;
     } else if has_data && !resume {
         return Err(TrainError::Config(format!(
             "{} already holds a run; pass --resume to continue it or --clean to start over",
             dir.display()
         )));
     }
-    std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))
+    std::fs::create_dir_all(dir).map_err(TrainError::io(dir))
 }
 
 /// The records SFT trains and validates on, before tokenization. [`read_records`] makes them
@@ -403,7 +402,7 @@ pub fn validation_loss(
 
 /// Appends `line` to `metrics.jsonl` at `path`.
 pub(crate) fn append_metrics(path: &Path, line: &MetricsLine) -> Result<(), TrainError> {
-    metrics::append(path, line).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+    metrics::append(path, line).map_err(TrainError::io(path))
 }
 
 /// Runs SFT on `records`. `policy` must be built from `cfg.model`; on `resume` the newest
@@ -457,7 +456,7 @@ pub fn run(
         samples_seen = state.samples_seen;
         if is_lead {
             metrics::truncate_after(&metrics_path, state.step)
-                .map_err(|e| TrainError::Io(format!("{}: {e}", metrics_path.display())))?;
+                .map_err(TrainError::io(&metrics_path))?;
         }
         tracing::info!("resumed from checkpoint step {}", state.step);
     }

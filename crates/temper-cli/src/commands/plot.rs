@@ -90,8 +90,9 @@ fn series(
     })
 }
 
-fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
-    use MetricsLine::{Eval, Orchestrator, Trainer};
+/// Training reward: overall, and per environment when there are several.
+fn reward_series(lines: &[MetricsLine]) -> Vec<Series> {
+    use MetricsLine::Orchestrator;
     let mut reward: Vec<Series> = series(lines, "all", |l| match l {
         Orchestrator(o) => Some(o.metrics.reward_mean),
         _ => None,
@@ -111,10 +112,14 @@ fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
             }));
         }
     }
-    // Per environment: its mean reward, then its pass@k, in name order.
+    reward
+}
+
+/// Held-out evaluation per environment: its mean reward, then its pass@k, in name order.
+fn eval_series(lines: &[MetricsLine]) -> Vec<Series> {
     let mut stats: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
     for l in lines {
-        if let Eval(e) = l {
+        if let MetricsLine::Eval(e) = l {
             for (env, stat, _) in e.entries() {
                 if stat == REWARD_MEAN || stat.starts_with("pass@") {
                     stats.entry(env).or_default().insert(stat);
@@ -133,11 +138,17 @@ fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
                 format!("{env} {stat}")
             };
             eval.extend(series(lines, &label, |l| match l {
-                Eval(e) => e.get(env, stat),
+                MetricsLine::Eval(e) => e.get(env, stat),
                 _ => None,
             }));
         }
     }
+    eval
+}
+
+fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
+    use MetricsLine::{Orchestrator, Trainer};
+    let (reward, eval) = (reward_series(lines), eval_series(lines));
     let mut kl: Vec<Series> = series(lines, "mismatch_kl", |l| match l {
         Trainer(t) => Some(t.mismatch_kl),
         _ => None,
