@@ -13,7 +13,22 @@ mod sft;
 mod trainer;
 mod verify;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::args::Command;
+
+/// A flag set when the user presses Ctrl-C, for loops that stop cleanly between steps.
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    });
+    stop
+}
 
 /// Runs a command.
 pub async fn run(command: Command) -> anyhow::Result<()> {

@@ -23,15 +23,7 @@ pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
     let (code_runner, _, local_sandbox) =
         super::eval::code_runner_for(o.sandbox.as_deref(), o.allow_unsandboxed_code).await?;
     let services = Services { code_runner, judge: None };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stop.store(true, Ordering::SeqCst);
-            }
-        });
-    }
+    let stop = super::stop_on_ctrl_c();
     let start = match (args.resume, args.resume_step) {
         (_, Some(step)) => Start::At(step),
         (true, None) => Start::Latest,

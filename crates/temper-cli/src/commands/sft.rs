@@ -41,15 +41,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     };
     // The environment also scores evaluations, when there are any.
     let env = env.filter(|_| cfg.eval.num_examples > 0);
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stop.store(true, Ordering::SeqCst);
-            }
-        });
-    }
+    let stop = super::stop_on_ctrl_c();
     let handle = tokio::runtime::Handle::current();
     let started = Instant::now();
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {

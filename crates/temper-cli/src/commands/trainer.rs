@@ -33,15 +33,7 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     std::fs::write(dir.join("trainer.toml"), &resolved)
         .with_context(|| format!("cannot write {}", dir.join("trainer.toml").display()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stop.store(true, Ordering::SeqCst);
-            }
-        });
-    }
+    let stop = super::stop_on_ctrl_c();
     let resume = args.resume;
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let policy = cfg.model.build(&device)?;
