@@ -35,7 +35,7 @@ pub const METADATA: &str = "metadata.json";
 
 /// What to evaluate and how.
 #[derive(Debug, Clone, Serialize)]
-pub struct EvalConfig {
+pub struct EvalRun {
     /// Examples to evaluate (the first ones of the split); 0 means all.
     pub num_examples: usize,
     /// Rollouts per example (the group size).
@@ -134,7 +134,7 @@ pub struct EvalReport {
 }
 
 /// The configuration recorded in `metadata.json` and compared on resume.
-pub fn fingerprint(env: &Environment, config: &EvalConfig) -> Value {
+pub fn fingerprint(env: &Environment, config: &EvalRun) -> Value {
     json!({
         "env": {"name": env.info.name, "version": env.info.version, "content_hash": env.info.content_hash},
         "eval": config,
@@ -220,7 +220,7 @@ async fn gated_group(
     env: &Environment,
     model: &dyn ChatModel,
     example: &Example,
-    config: &EvalConfig,
+    config: &EvalRun,
     services: &Services,
     gate: &tokio::sync::Semaphore,
 ) -> Vec<Rollout> {
@@ -239,7 +239,7 @@ pub async fn run(
     env: &Environment,
     model: &dyn ChatModel,
     services: &Services,
-    config: &EvalConfig,
+    config: &EvalRun,
     dir: &Path,
     resume: bool,
     on_progress: &(dyn Fn(Progress) + Sync),

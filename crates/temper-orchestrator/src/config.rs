@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use temper_protocol::SamplingParams;
-use temper_protocol::run_dir::OutputConfig;
+use temper_protocol::config::{EvalConfig, OutputConfig};
 
 use crate::OrchestratorError;
 
@@ -168,37 +168,6 @@ impl Default for AdvantageConfig {
     }
 }
 
-/// `[orchestrator.eval]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EvalConfig {
-    /// Evaluate the weights of every this many steps (and the first and last); 0 is never.
-    pub every: u64,
-    /// Held-out examples per environment (0: all).
-    pub num_examples: usize,
-    /// Samples per example (avg@k, pass@k).
-    pub rollouts_per_example: usize,
-    /// Sampling temperature of evaluation.
-    pub temperature: f64,
-    /// Completion-token budget of evaluation (unset: `orchestrator.sampling.max_tokens`).
-    pub max_tokens: Option<u32>,
-    /// A rollout passes when its reward is at least this.
-    pub pass_threshold: f64,
-}
-
-impl Default for EvalConfig {
-    fn default() -> Self {
-        Self {
-            every: 0,
-            num_examples: 50,
-            rollouts_per_example: 1,
-            temperature: 0.0,
-            max_tokens: None,
-            pass_threshold: 0.5,
-        }
-    }
-}
-
 /// `[inference]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -319,25 +288,14 @@ impl OrchestratorConfig {
         if !(s.top_p > 0.0 && s.top_p <= 1.0) {
             return bad(format!("orchestrator.sampling.top_p is {}; expected (0, 1]", s.top_p));
         }
-        if s.max_tokens == 0 || o.eval.max_tokens == Some(0) {
-            return bad(
-                "orchestrator.sampling.max_tokens and orchestrator.eval.max_tokens must be > 0"
-                    .into(),
-            );
+        if s.max_tokens == 0 {
+            return bad("orchestrator.sampling.max_tokens must be > 0".into());
         }
         let a = &o.advantage;
         if a.truncated_reward.is_some_and(|r| !r.is_finite()) || !a.length_penalty.is_finite() {
             return bad("orchestrator.advantage: rewards and penalties must be finite".into());
         }
-        let e = &o.eval;
-        if e.every > 0 && e.rollouts_per_example == 0 {
-            return bad("orchestrator.eval.rollouts_per_example must be > 0".into());
-        }
-        if !(e.temperature.is_finite() && e.temperature >= 0.0 && e.pass_threshold.is_finite()) {
-            return bad(
-                "orchestrator.eval: temperature must be ≥ 0 and pass_threshold finite".into()
-            );
-        }
+        o.eval.check("orchestrator.eval").map_err(OrchestratorError::Config)?;
         if !positive(o.update_timeout_s) {
             return bad("orchestrator.update_timeout_s must be > 0".into());
         }

@@ -39,10 +39,11 @@ use tokio::task::JoinSet;
 use crate::advantage::{advantages, is_zero_advantage, shaped_reward};
 use crate::batch::{Unusable, build_batches, sample_of};
 use crate::collect::{Collector, Decision, Group, Policy, StepCounts};
-use crate::config::{EvalConfig, OrchestratorConfig};
+use crate::config::OrchestratorConfig;
 use crate::servers::Servers;
 use crate::tasks::{TaskEnv, TaskSource, TaskState};
 use crate::{OrchestratorError, metrics};
+use temper_protocol::config::EvalConfig;
 
 /// Where to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod batch;
 pub mod chat;
+pub mod config;
 pub mod error;
 pub mod exec;
 pub mod fsio;

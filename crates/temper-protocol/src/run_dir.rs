@@ -16,27 +16,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// `[output]` of every config that writes a run directory (`temper sft`, `temper trainer`,
-/// `temper orchestrator`, `temper rl`): one shape, whose default depends on the job.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutputConfig {
-    /// The run directory.
-    pub dir: PathBuf,
-}
-
-impl OutputConfig {
-    /// The default of an RL run's roles: `outputs/rl`.
-    pub fn rl() -> Self {
-        Self { dir: PathBuf::from("outputs/rl") }
-    }
-
-    /// The default of an SFT run: `outputs/sft`.
-    pub fn sft() -> Self {
-        Self { dir: PathBuf::from("outputs/sft") }
-    }
-}
-
 /// Name of the marker that says a folder's files are complete.
 pub const STABLE: &str = "STABLE";
 

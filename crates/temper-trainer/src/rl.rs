@@ -17,7 +17,7 @@ use crate::optim::{OptimConfig, ScheduleConfig};
 use crate::policy::ModelSpec;
 use crate::step::{RlSequence, StepReport, Trainer};
 use crate::{Policy, TrainError};
-use temper_protocol::run_dir::OutputConfig;
+use temper_protocol::config::OutputConfig;
 
 pub use temper_protocol::run_dir::{STABLE, batch_dir, weights_dir};
 

@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use temper_protocol::config::{EvalConfig, OutputConfig};
 use temper_protocol::metrics::{self, EvalScores, MetricsLine, SftStep, Writer};
-use temper_protocol::run_dir::OutputConfig;
 
 use crate::collective::Collective;
 use crate::data::{self, Record, Sample};
@@ -124,24 +124,6 @@ impl Default for TrainConfig {
     }
 }
 
-/// `[eval]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EvalConfig {
-    /// Evaluate every this many steps (0: only at the end).
-    pub every: u64,
-    /// Environment examples to generate answers for (reward evaluation; 0 turns it off).
-    pub num_examples: usize,
-    /// Longest generated answer.
-    pub max_tokens: u32,
-}
-
-impl Default for EvalConfig {
-    fn default() -> Self {
-        Self { every: 0, num_examples: 100, max_tokens: 256 }
-    }
-}
-
 /// `[checkpoint]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -165,6 +147,7 @@ impl SftConfig {
         self.model.validate()?;
         self.optim.validate().map_err(TrainError::Config)?;
         self.schedule.validate().map_err(TrainError::Config)?;
+        self.eval.check("eval").map_err(TrainError::Config)?;
         if self.data.train.is_none() && self.data.env.is_none() {
             return bad("[data]: set `train` (a JSONL file) or `env` (an environment name)".into());
         }

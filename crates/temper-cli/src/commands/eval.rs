@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail, ensure};
 use indicatif::{ProgressBar, ProgressStyle};
 use temper_client::{Limited, OpenAiClient, RetryPolicy};
-use temper_envs::eval::{self, EvalConfig, EvalReport, Progress};
+use temper_envs::eval::{self, EvalReport, EvalRun, Progress};
 use temper_envs::{ChatModel, Environment, LoadOptions, Services, Split};
 use temper_protocol::SamplingParams;
 use temper_verify::code::CodeRunner;
@@ -63,7 +63,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     let services = Services { code_runner, judge: Some(judge) };
 
     let dir = output_dir(&args, &env)?;
-    let config = EvalConfig {
+    let config = EvalRun {
         num_examples: args.num_examples,
         rollouts_per_example: args.rollouts,
         split: if args.split == SplitArg::Eval { Split::Eval } else { Split::Train },
@@ -196,12 +196,7 @@ fn output_dir(args: &EvalArgs, env: &Environment) -> anyhow::Result<PathBuf> {
 }
 
 /// The table printed at the end of a run.
-fn summary_table(
-    env: &Environment,
-    config: &EvalConfig,
-    report: &EvalReport,
-    dir: &Path,
-) -> String {
+fn summary_table(env: &Environment, config: &EvalRun, report: &EvalReport, dir: &Path) -> String {
     let s = &report.summary;
     let mut out = String::new();
     let mut row = |k: &str, v: String| {

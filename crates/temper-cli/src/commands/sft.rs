@@ -8,9 +8,10 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use temper_client::{Limited, OpenAiClient};
-use temper_envs::eval::{self, EvalConfig};
+use temper_envs::eval::{self, EvalRun};
 use temper_envs::{Environment, LoadOptions, Services, Split};
 use temper_protocol::SamplingParams;
+use temper_protocol::config::EvalConfig;
 use temper_protocol::metrics::{EvalScores, REWARD_MEAN};
 use temper_trainer::sft::{self, RunInfo, SftConfig, SftHooks};
 use temper_trainer::{Policy, Single, StepReport};
@@ -117,11 +118,13 @@ fn env_records(env: &Environment, data: &sft::DataConfig) -> anyhow::Result<sft:
     })
 }
 
+/// Longest generated answer of an SFT evaluation when `[eval] max_tokens` is unset.
+const SFT_EVAL_MAX_TOKENS: u32 = 256;
+
 struct CliHooks {
     bar: ProgressBar,
     env: Option<Environment>,
-    num_examples: usize,
-    max_tokens: u32,
+    eval: EvalConfig,
     env_seed: u64,
     dir: PathBuf,
     handle: tokio::runtime::Handle,
@@ -150,8 +153,7 @@ impl CliHooks {
         Self {
             bar,
             env,
-            num_examples: cfg.eval.num_examples,
-            max_tokens: cfg.eval.max_tokens,
+            eval: cfg.eval,
             env_seed: cfg.data.env_seed,
             dir,
             handle,
@@ -218,16 +220,18 @@ impl SftHooks for CliHooks {
         let Some(env) = &self.env else { return Ok(()) };
         let step = scores.step;
         let dir = self.dir.join("eval").join(format!("step_{step}"));
-        let cfg = EvalConfig {
-            num_examples: self.num_examples,
-            rollouts_per_example: 1,
+        let e = self.eval;
+        let cfg = EvalRun {
+            num_examples: e.num_examples,
+            rollouts_per_example: e.rollouts_per_example as u32,
             split: Split::Eval,
             sampling: SamplingParams {
-                temperature: Some(0.0),
-                max_tokens: Some(self.max_tokens),
+                temperature: Some(e.temperature),
+                max_tokens: Some(e.max_tokens.unwrap_or(SFT_EVAL_MAX_TOKENS)),
+                seed: Some(step),
                 ..SamplingParams::default()
             },
-            pass_threshold: 0.5,
+            pass_threshold: e.pass_threshold,
             model_url: String::new(),
             model_name: "policy".into(),
             judge: None,
@@ -235,7 +239,7 @@ impl SftHooks for CliHooks {
             load: LoadOptions { seed: self.env_seed, ..Default::default() },
             concurrency: 64,
         };
-        self.bar.set_message(format!("evaluating {} examples", self.num_examples));
+        self.bar.set_message(format!("evaluating {} examples", e.num_examples));
         let report = self
             .handle
             .block_on(evaluate(policy, env, cfg, &dir, step))
@@ -268,7 +272,7 @@ impl SftHooks for CliHooks {
 async fn evaluate(
     policy: &Policy,
     env: &Environment,
-    mut cfg: EvalConfig,
+    mut cfg: EvalRun,
     dir: &Path,
     step: u64,
 ) -> anyhow::Result<eval::EvalReport> {
