@@ -328,7 +328,7 @@ fn host_pss_kb(sb: &Sandbox) -> u64 {
         .unwrap_or(0)
 }
 
-/// The targets of `sandbox.md`, each with what was measured and the reference that bounds it
+/// The sandbox's performance targets, each with what was measured and the reference that bounds it
 /// on this machine (the same program with no isolation at all, or bwrap).
 fn targets(r: &Value) -> Vec<Value> {
     let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
@@ -593,7 +593,7 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
          cold start)"
     );
     let targets = targets(&report);
-    println!("\n{:<44} {:>10} {:>6}   reference", "target (sandbox.md)", "measured", "met");
+    println!("\n{:<44} {:>10} {:>6}   reference", "target", "measured", "met");
     for t in &targets {
         println!(
             "{:<44} {:>10} {:>6}   {}",

@@ -1,6 +1,7 @@
 //! The `temper` binary: argument parsing and one file per command, each calling a library.
 //!
-//! This is the only crate that prints to stdout or decides the exit code: 0 on success, 1 when
+//! With `temper-bench` (whose benchmark programs print their tables) it is the only crate that
+//! prints to stdout, and the only one that decides the exit code: 0 on success, 1 when
 //! the command failed (the error and its causes are printed to stderr), 2 for invalid arguments.
 #![allow(
     clippy::print_stdout,

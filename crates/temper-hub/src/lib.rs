@@ -1,6 +1,6 @@
 //! The environments hub: where environment packages are published, versioned, found and
 //! installed, so a run can name `owner/name@1.2.0` and get the same task, data and reward code on
-//! every machine (`../shared/design/hub.md`).
+//! every machine.
 //!
 //! - [`archive`]: deterministic `.tar.gz` of a package folder and defensive unpacking (no links,
 //!   devices, traversal or size bombs; all or nothing);

@@ -1,4 +1,4 @@
-//! Group advantages (algorithms.md): rewards shaped by the overlong and length penalties, then
+//! Group advantages: rewards shaped by the overlong and length penalties, then
 //! `grpo` (r − mean, optionally over the std) or `rloo` (r − mean of the others).
 
 use temper_protocol::{Rollout, StopReason};

@@ -12,7 +12,7 @@
 //! - [`run`]: the loop (gate, sweep, collect, ship) and the weight watcher with evaluation;
 //!   the collect phase's decisions are a pure state machine (`collect::Collector`) with table
 //!   tests.
-//! - [`metrics`]: `metrics.jsonl` lines and Prometheus gauges.
+//! - [`metrics`]: the Prometheus gauges of the `metrics.jsonl` records it writes.
 //!
 //! It knows environments and HTTP, never tensors: token ids and logprobs come from the servers
 //! and go to the trainer untouched.

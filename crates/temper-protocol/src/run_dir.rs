@@ -1,4 +1,4 @@
-//! The layout of a run directory, shared by the processes of an RL run (see `overview.md`).
+//! The layout of a run directory, shared by the processes of an RL run.
 //!
 //! Contract: the filesystem transport between orchestrator and trainer, and the trainer's weight
 //! publication. A folder is complete once it holds a [`STABLE`] file, written last; readers

@@ -2,7 +2,8 @@
 //! gradient checkpointing, checkpoints that resume bit for bit, and data parallelism through a
 //! [`Collective`].
 //!
-//! - [`loss`]: the policy-gradient losses of `algorithms.md` and the SFT loss.
+//! - [`loss`]: the policy-gradient losses (masked importance weighting, PPO-clip, GSPO,
+//!   CISPO) and the SFT loss.
 //! - [`optim`]: AdamW, gradient-norm clipping, learning-rate schedules.
 //! - [`grad`]: forward and backward over a packed micro-batch (the written-out backward pass of
 //!   `temper_model::train` on f32 CPU weights, else candle's autograd), optionally recomputing

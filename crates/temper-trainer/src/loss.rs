@@ -1,4 +1,4 @@
-//! The token-level losses of `algorithms.md`: the masked importance-weighted policy gradient
+//! The token-level losses of RL and SFT: the masked importance-weighted policy gradient
 //! (default), `ppo_clip`, `gspo`, `cispo`, and the SFT negative log-likelihood.
 //!
 //! Every loss is a *sum* over the loss tokens of one micro-batch divided by `total_tokens`, the
