@@ -367,6 +367,25 @@ pub struct OrchestratorArgs {
     pub resume_step: Option<u64>,
 }
 
+/// What `temper rl` and `temper sft` take besides their config: overrides and what to do with
+/// an earlier run in output.dir.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Override a config value, e.g. `--set optim.lr=1e-3` or `--set trainer.steps=20`
+    /// (repeatable; values are TOML, bare words are strings).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Continue the run in output.dir from its newest complete checkpoint (for `temper rl`, the
+    /// trainer's; the other roles rewind to it).
+    #[arg(long, conflicts_with = "clean")]
+    pub resume: bool,
+
+    /// Delete output.dir first if it holds an earlier run.
+    #[arg(long)]
+    pub clean: bool,
+}
+
 /// `temper rl`.
 #[derive(Debug, Args)]
 pub struct RlArgs {
@@ -374,17 +393,8 @@ pub struct RlArgs {
     /// [schedule], [loss], [lora], [output], [warmup].
     pub config: PathBuf,
 
-    /// Override a config value, e.g. `--set trainer.steps=20` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-
-    /// Continue the run in output.dir from the trainer's newest complete checkpoint.
-    #[arg(long, conflicts_with = "clean")]
-    pub resume: bool,
-
-    /// Delete output.dir first if it holds an earlier run.
-    #[arg(long)]
-    pub clean: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
 
     /// Check the config (both roles' sections, the model or its warmup config, every
     /// environment) and exit without starting anything.
@@ -435,18 +445,8 @@ pub struct SftArgs {
     /// [checkpoint], [output]).
     pub config: PathBuf,
 
-    /// Override a config value, e.g. `--set train.steps=100` or `--set optim.lr=1e-3`
-    /// (repeatable; values are TOML, bare words are strings).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-
-    /// Continue the run in output.dir from its newest complete checkpoint.
-    #[arg(long, conflicts_with = "clean")]
-    pub resume: bool,
-
-    /// Delete output.dir first if it holds an earlier run.
-    #[arg(long)]
-    pub clean: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
 
     /// Device to train on: cpu, cuda or cuda:N (CUDA needs a `--features cuda` build).
     #[arg(long, default_value = "cpu")]

@@ -6,8 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 use temper_protocol::{
-    ErrorBody, Language, Limits, RunRequest, RunResult, SandboxRunRequest, TestCase, TestsReply,
-    TestsRequest,
+    ErrorBody, RunRequest, RunResult, SandboxRunRequest, TestsReply, TestsRequest,
 };
 use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
 
@@ -82,22 +81,8 @@ impl CodeRunner for SandboxClient {
         self.post("/v1/run", &SandboxRunRequest::from(request)).await
     }
 
-    async fn run_tests(
-        &self,
-        language: Language,
-        code: &str,
-        tests: &[TestCase],
-        limits: Limits,
-        stop_on_failure: bool,
-    ) -> Result<Vec<TestOutcome>, RunnerError> {
-        let body = TestsRequest {
-            language,
-            code: code.to_owned(),
-            tests: tests.to_vec(),
-            limits,
-            stop_on_failure,
-        };
-        let reply: TestsReply = self.post("/v1/run_tests", &body).await?;
+    async fn run_tests(&self, request: &TestsRequest) -> Result<Vec<TestOutcome>, RunnerError> {
+        let reply: TestsReply = self.post("/v1/run_tests", request).await?;
         Ok(reply
             .results
             .into_iter()

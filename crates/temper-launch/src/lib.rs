@@ -283,7 +283,8 @@ mod tests {
         for step in 1..=4 {
             std::fs::create_dir_all(run_dir::batch_dir(dir, step)).unwrap();
             std::fs::create_dir_all(run_dir::weights_dir(dir, step)).unwrap();
-            let line = temper_protocol::metrics::TrainerStep { step, ..Default::default() };
+            let update = temper_protocol::metrics::UpdateStep { step, ..Default::default() };
+            let line = temper_protocol::metrics::TrainerStep { update, ..Default::default() };
             temper_protocol::metrics::append(
                 &run_dir::metrics_file(dir),
                 &temper_protocol::MetricsLine::Trainer(line),

@@ -120,7 +120,7 @@ pub async fn supervise(
                     orchestrator_lines.insert(o.metrics.step, o.metrics);
                 }
                 MetricsLine::Trainer(t) => {
-                    let o = orchestrator_lines.remove(&t.step).unwrap_or_default();
+                    let o = orchestrator_lines.remove(&t.update.step).unwrap_or_default();
                     hooks.on_step(&t, &o);
                 }
                 MetricsLine::Sft(_) => {}

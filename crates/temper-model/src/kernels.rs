@@ -19,6 +19,15 @@ const ROWS_PER_TASK: usize = 32;
 
 struct SmallRowsMatmul;
 
+/// The `f32` elements of a contiguous tensor (the kernels here take no other).
+fn f32_slice<'a>(op: &str, s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
+    let CpuStorage::F32(x) = s else { candle_core::bail!("{op} takes f32") };
+    let Some((start, end)) = l.contiguous_offsets() else {
+        candle_core::bail!("{op} takes contiguous tensors");
+    };
+    Ok(&x[start..end])
+}
+
 impl CustomOp2 for SmallRowsMatmul {
     fn name(&self) -> &'static str {
         "small-rows-matmul"
@@ -31,19 +40,12 @@ impl CustomOp2 for SmallRowsMatmul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(w)) = (s1, s2) else {
-            candle_core::bail!("small-rows-matmul takes f32");
-        };
-        let (Some((xs, xe)), Some((ws, we))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("small-rows-matmul takes contiguous tensors");
-        };
+        let (x, w) = (f32_slice(self.name(), s1, l1)?, f32_slice(self.name(), s2, l2)?);
         let (m, k) = l1.shape().dims2()?;
         let (out, k2) = l2.shape().dims2()?;
         if k != k2 || m == 0 || m > MAX_ROWS {
             candle_core::bail!("small-rows-matmul: [{m}, {k}] by [{out}, {k2}]^T");
         }
-        let (x, w) = (&x[xs..xe], &w[ws..we]);
         // Computed as [out, m] (each task owns whole rows), then turned to [m, out].
         let mut t = vec![0f32; out * m];
         t.par_chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(|(task, dst)| {
@@ -169,12 +171,8 @@ impl candle_core::CustomOp1 for LogSoftmax {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(x) = s else { candle_core::bail!("log-softmax-rows takes f32") };
-        let Some((start, end)) = l.contiguous_offsets() else {
-            candle_core::bail!("log-softmax-rows takes a contiguous tensor");
-        };
+        let x = f32_slice(self.name(), s, l)?;
         let (n, v) = l.shape().dims2()?;
-        let x = &x[start..end];
         let mut y = vec![0f32; n * v];
         y.par_chunks_mut(SOFTMAX_ROWS_PER_TASK * v).enumerate().for_each(|(task, dst)| {
             let first = task * SOFTMAX_ROWS_PER_TASK;
@@ -211,18 +209,11 @@ impl CustomOp2 for LogSoftmaxBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(y), CpuStorage::F32(g)) = (s1, s2) else {
-            candle_core::bail!("log-softmax-rows-backward takes f32");
-        };
-        let (Some((ys, ye)), Some((gs, ge))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("log-softmax-rows-backward takes contiguous tensors");
-        };
+        let (y, g) = (f32_slice(self.name(), s1, l1)?, f32_slice(self.name(), s2, l2)?);
         let (n, v) = l1.shape().dims2()?;
         if l2.shape().dims2()? != (n, v) {
             candle_core::bail!("log-softmax-rows-backward: shapes differ");
         }
-        let (y, g) = (&y[ys..ye], &g[gs..ge]);
         let mut dx = vec![0f32; n * v];
         dx.par_chunks_mut(SOFTMAX_ROWS_PER_TASK * v).enumerate().for_each(|(task, dst)| {
             let first = task * SOFTMAX_ROWS_PER_TASK;

@@ -1,6 +1,6 @@
 //! The records of `metrics.jsonl`: every metric temper writes is named here, once.
 //!
-//! Contract: producers are the trainer (one [`TrainerStep`] per RL step, one [`SftStep`] per SFT
+//! Contract: producers are the trainer (one [`TrainerStep`] per RL step, one [`UpdateStep`] per SFT
 //! step) and the orchestrator (one [`OrchestratorStep`] per RL step); both write [`EvalScores`]
 //! for held-out evaluations. Consumers are `temper rl`'s step line, `temper plot`, the
 //! orchestrator's Prometheus gauges, tests and people. Each line is one JSON object with `step`
@@ -80,44 +80,102 @@ impl MetricValue for bool {
     }
 }
 
+/// What a record opens with: its step (`u64`, the `step` key every line has) or another record
+/// whose metrics it carries too (a [`TrainerStep`] opens with the [`UpdateStep`] every optimiser
+/// step reports).
+pub trait RecordHead: Sized {
+    /// The step the line is about.
+    fn step(&self) -> u64;
+    /// The head's metrics as `(wire name, value)`.
+    fn head_gauges(&self) -> Vec<(String, f64)>;
+    /// Writes the head's metrics into `m`.
+    fn write_head(&self, m: &mut Map<String, Value>);
+    /// Reads the head from `m`.
+    fn read_head(m: &Map<String, Value>) -> Self;
+    /// The wire names of the head's metrics.
+    fn head_keys() -> Vec<&'static str>;
+}
+
+/// The step itself: written by [`MetricsLine`], not as a metric.
+impl RecordHead for u64 {
+    fn step(&self) -> u64 {
+        *self
+    }
+    fn head_gauges(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+    fn write_head(&self, _: &mut Map<String, Value>) {}
+    fn read_head(m: &Map<String, Value>) -> Self {
+        u64::from_json(m.get("step"))
+    }
+    fn head_keys() -> Vec<&'static str> {
+        Vec::new()
+    }
+}
+
 /// A record with named metrics: the struct, its wire names, and its conversions.
 macro_rules! record {
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
+            $(#[doc = $hdoc:literal])* $head:ident : $hty:ty;
             $( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $key:literal, )*
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq)]
         pub struct $name {
-            /// The step (or, for evaluations, the policy version) the line is about.
-            pub step: u64,
+            $(#[doc = $hdoc])* pub $head: $hty,
             $( $(#[doc = $doc])* #[doc = concat!("\n\nWire name `", $key, "`.")] pub $field: $ty, )*
         }
 
         impl Default for $name {
             fn default() -> Self {
-                Self { step: 0, $( $field: <$ty as MetricValue>::missing(), )* }
+                Self { $head: Default::default(), $( $field: <$ty as MetricValue>::missing(), )* }
+            }
+        }
+
+        impl RecordHead for $name {
+            fn step(&self) -> u64 {
+                self.$head.step()
+            }
+            fn head_gauges(&self) -> Vec<(String, f64)> {
+                self.gauges()
+            }
+            fn write_head(&self, m: &mut Map<String, Value>) {
+                self.write_fields(m)
+            }
+            fn read_head(m: &Map<String, Value>) -> Self {
+                Self::read_fields(m)
+            }
+            fn head_keys() -> Vec<&'static str> {
+                Self::keys()
             }
         }
 
         impl $name {
             /// The wire name of every metric of this record, in order.
-            pub const KEYS: &'static [&'static str] = &[$($key),*];
+            pub fn keys() -> Vec<&'static str> {
+                let mut keys = <$hty as RecordHead>::head_keys();
+                keys.extend([$($key),*]);
+                keys
+            }
 
             /// Each metric's wire name and value as a gauge.
             pub fn gauges(&self) -> Vec<(String, f64)> {
-                vec![$( ($key.to_owned(), MetricValue::gauge(&self.$field)), )*]
+                let mut out = self.$head.head_gauges();
+                $( out.push(($key.to_owned(), MetricValue::gauge(&self.$field))); )*
+                out
             }
 
             fn write_fields(&self, m: &mut Map<String, Value>) {
+                self.$head.write_head(m);
                 $( m.insert($key.into(), MetricValue::to_json(&self.$field)); )*
             }
 
             fn read_fields(m: &Map<String, Value>) -> Self {
                 Self {
-                    step: <u64 as MetricValue>::from_json(m.get("step")),
+                    $head: <$hty as RecordHead>::read_head(m),
                     $( $field: <$ty as MetricValue>::from_json(m.get($key)), )*
                 }
             }
@@ -126,12 +184,35 @@ macro_rules! record {
 }
 
 record! {
-    /// What the trainer did in one RL step (`role: trainer`).
-    pub struct TrainerStep {
-        /// The loss, as optimised (a sum over loss tokens divided by their count).
+    /// What every optimiser step reports: an SFT step (`role: sft`) and the first part of an RL
+    /// step's [`TrainerStep`].
+    pub struct UpdateStep {
+        /// The step the line is about.
+        step: u64;
+        /// The loss, as optimised (a sum over loss tokens divided by their count; SFT: the mean
+        /// negative log-likelihood).
         loss: f64 = "loss/mean",
         /// Mean entropy of the trainer's distribution over loss tokens.
         entropy: f64 = "entropy/mean",
+        /// Global gradient norm before clipping.
+        grad_norm: f64 = "grad_norm",
+        /// Learning rate of the step.
+        lr: f64 = "lr",
+        /// Tokens trained on per second of step time.
+        tokens_per_s: f64 = "throughput/tokens_per_s",
+        /// Seconds the step took.
+        step_s: f64 = "time/step",
+        /// Whether the update was skipped (a non-finite loss or gradient).
+        skipped: bool = "skipped",
+    }
+}
+
+record! {
+    /// What the trainer did in one RL step (`role: trainer`): the update, and how far the
+    /// engine's sampling was from the trainer's policy.
+    pub struct TrainerStep {
+        /// The optimiser step.
+        update: UpdateStep;
         /// Mean per-token KL between the engine's sampling distribution and the trainer's.
         mismatch_kl: f64 = "mismatch_kl/mean",
         /// Fraction of loss tokens masked for an importance ratio above the upper bound.
@@ -140,38 +221,8 @@ record! {
         masked_low: f64 = "masked/low",
         /// Fraction of loss tokens whose term was clipped.
         clipped: f64 = "clipped/fraction",
-        /// Global gradient norm before clipping.
-        grad_norm: f64 = "grad_norm",
-        /// Learning rate of the step.
-        lr: f64 = "lr",
-        /// Tokens trained on per second of step time.
-        tokens_per_s: f64 = "throughput/tokens_per_s",
-        /// Seconds the step took.
-        step_s: f64 = "time/step",
         /// Seconds spent waiting for the step's batch.
         wait_batch_s: f64 = "time/wait_batch",
-        /// Whether the update was skipped (a non-finite loss or gradient).
-        skipped: bool = "skipped",
-    }
-}
-
-record! {
-    /// What the trainer did in one SFT step (`role: sft`).
-    pub struct SftStep {
-        /// Mean negative log-likelihood over loss tokens.
-        loss: f64 = "loss/mean",
-        /// Mean entropy over loss tokens.
-        entropy: f64 = "entropy/mean",
-        /// Global gradient norm before clipping.
-        grad_norm: f64 = "grad_norm",
-        /// Learning rate of the step.
-        lr: f64 = "lr",
-        /// Tokens trained on per second of step time.
-        tokens_per_s: f64 = "throughput/tokens_per_s",
-        /// Seconds the step took.
-        step_s: f64 = "time/step",
-        /// Whether the update was skipped (a non-finite loss or gradient).
-        skipped: bool = "skipped",
     }
 }
 
@@ -180,6 +231,8 @@ record! {
     /// per-environment rewards and the dropped rollouts by reason are in
     /// [`OrchestratorStepLine`].
     pub struct OrchestratorStep {
+        /// The step the line is about.
+        step: u64;
         /// Mean reward of every rollout consumed this step (filtered groups included).
         reward_mean: f64 = "reward/mean",
         /// Population standard deviation of those rewards.
@@ -340,7 +393,7 @@ pub enum MetricsLine {
     /// An RL training step.
     Trainer(TrainerStep),
     /// An SFT step.
-    Sft(SftStep),
+    Sft(UpdateStep),
     /// An orchestrator step.
     Orchestrator(OrchestratorStepLine),
     /// A held-out evaluation.
@@ -351,7 +404,7 @@ impl MetricsLine {
     /// The step (or policy version) the line is about.
     pub fn step(&self) -> u64 {
         match self {
-            MetricsLine::Trainer(t) => t.step,
+            MetricsLine::Trainer(t) => t.step(),
             MetricsLine::Sft(s) => s.step,
             MetricsLine::Orchestrator(o) => o.metrics.step,
             MetricsLine::Eval(e) => e.step,
@@ -429,7 +482,7 @@ impl MetricsLine {
         Some(match (eval, writer) {
             (true, w) => MetricsLine::Eval(EvalScores::read(step, w, m)),
             (false, Writer::Trainer) => MetricsLine::Trainer(TrainerStep::read_fields(m)),
-            (false, Writer::Sft) => MetricsLine::Sft(SftStep::read_fields(m)),
+            (false, Writer::Sft) => MetricsLine::Sft(UpdateStep::read_fields(m)),
             (false, Writer::Orchestrator) => MetricsLine::Orchestrator(OrchestratorStepLine {
                 metrics: OrchestratorStep::read_fields(m),
                 env_reward: family(m, "reward/", "/mean")
@@ -508,13 +561,8 @@ mod tests {
 
     #[test]
     fn each_record_round_trips_through_its_wire_names() {
-        let t = TrainerStep {
-            step: 3,
-            loss: 0.5,
-            mismatch_kl: 1e-4,
-            skipped: true,
-            ..Default::default()
-        };
+        let update = UpdateStep { step: 3, loss: 0.5, skipped: true, ..Default::default() };
+        let t = TrainerStep { update, mismatch_kl: 1e-4, ..Default::default() };
         let mut o = OrchestratorStepLine::default();
         o.metrics.step = 3;
         o.metrics.reward_mean = 0.25;
@@ -567,8 +615,8 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((t.step, t.loss), (2, 0.1));
-        assert!(t.mismatch_kl.is_nan() && !t.skipped);
+        assert_eq!((t.update.step, t.update.loss), (2, 0.1));
+        assert!(t.mismatch_kl.is_nan() && !t.update.skipped);
         // SFT's validation loss, and a role from a future version.
         let sft = r#"{"step":4,"role":"sft","eval/loss":1.5,"eval/rev/reward/mean":0.2}"#;
         let Some(MetricsLine::Eval(e)) = MetricsLine::parse(sft).unwrap() else { panic!() };
@@ -591,7 +639,7 @@ mod tests {
         assert_eq!(g["step"], 3.0);
         assert_eq!(g["reward/a/mean"], 0.5);
         assert_eq!(g["dropped/no_tokens"], 2.0);
-        assert_eq!(g.len(), 1 + OrchestratorStep::KEYS.len() + 2);
+        assert_eq!(g.len(), 1 + OrchestratorStep::keys().len() + 2);
     }
 
     /// Lines appended at the same moment by several writers (the trainer and the orchestrator
@@ -627,7 +675,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("metrics.jsonl");
         for step in 1..=4 {
-            let t = TrainerStep { step, loss: step as f64, ..Default::default() };
+            let update = UpdateStep { step, loss: step as f64, ..Default::default() };
+            let t = TrainerStep { update, ..Default::default() };
             append(&path, &MetricsLine::Trainer(t)).unwrap();
         }
         std::fs::OpenOptions::new()

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase, TestsRequest};
 use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
 
 use crate::cgroup::{self, GroupLimits, Layout};
@@ -471,22 +471,7 @@ impl Sandbox {
 
     /// Runs one program to its end. Never fails: a sandbox failure is `internal_error`.
     pub async fn run(&self, request: &RunRequest) -> RunResult {
-        let slot = match self.slot().await {
-            Ok(slot) => slot,
-            Err(e) => return RunResult::internal_error(e.to_string()),
-        };
-        let result = async {
-            if let Some(compile_error) =
-                self.prepare(&slot, request.language, &request.code).await?
-            {
-                return Ok(compile_error);
-            }
-            self.run_in(&slot, request.language, &request.stdin, request.limits, false).await
-        }
-        .await
-        .unwrap_or_else(|e: SlotError| RunResult::internal_error(e.to_string()));
-        self.recycle(slot);
-        result
+        self.run_with_files(request, &std::collections::BTreeMap::new()).await
     }
 
     /// Like [`Sandbox::run`], with extra files written under `/work` first.
@@ -707,15 +692,9 @@ impl CodeRunner for Sandbox {
         Ok(Sandbox::run(self, &request).await)
     }
 
-    async fn run_tests(
-        &self,
-        language: Language,
-        code: &str,
-        tests: &[TestCase],
-        limits: Limits,
-        stop_on_failure: bool,
-    ) -> Result<Vec<TestOutcome>, RunnerError> {
-        Sandbox::run_tests(self, language, code, tests, limits, stop_on_failure)
+    async fn run_tests(&self, request: &TestsRequest) -> Result<Vec<TestOutcome>, RunnerError> {
+        let r = request;
+        Sandbox::run_tests(self, r.language, &r.code, &r.tests, r.limits, r.stop_on_failure)
             .await
             .map_err(|e| RunnerError::Backend(e.to_string()))
     }

@@ -240,19 +240,12 @@ pub fn run(
             let st = &report.stats;
             let n = st.tokens.max(1.0);
             let line = TrainerStep {
-                step,
-                loss: report.loss,
-                entropy: report.entropy,
+                update: report.update_line(step),
                 mismatch_kl: st.mismatch_kl / n,
                 masked_high: st.masked_high / n,
                 masked_low: st.masked_low / n,
                 clipped: st.clipped / n,
-                grad_norm: report.grad_norm,
-                lr: report.lr,
-                tokens_per_s: report.tokens / report.seconds.max(1e-9),
-                step_s: report.seconds,
                 wait_batch_s: wait_s,
-                skipped: report.skipped.is_some(),
             };
             crate::sft::append_metrics(&metrics_path, &MetricsLine::Trainer(line))?;
             publish_weights(&trainer, &weights)?;

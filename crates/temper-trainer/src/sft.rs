@@ -13,7 +13,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use temper_protocol::config::{EvalConfig, OutputConfig};
-use temper_protocol::metrics::{self, EvalScores, MetricsLine, SftStep, Writer};
+use temper_protocol::metrics::{self, EvalScores, MetricsLine, Writer};
 
 use crate::collective::Collective;
 use crate::data::{self, Record, Sample};
@@ -457,17 +457,7 @@ pub fn run(
         let report = trainer.sft_step(&mbs, total_loss_tokens)?;
         final_loss = report.loss;
         if is_lead {
-            let line = SftStep {
-                step: report.step,
-                loss: report.loss,
-                entropy: report.entropy,
-                grad_norm: report.grad_norm,
-                lr: report.lr,
-                tokens_per_s: report.tokens / report.seconds.max(1e-9),
-                step_s: report.seconds,
-                skipped: report.skipped.is_some(),
-            };
-            append_metrics(&metrics_path, &MetricsLine::Sft(line))?;
+            append_metrics(&metrics_path, &MetricsLine::Sft(report.update_line(report.step)))?;
         }
         hooks.on_step(&report);
         let step = trainer.step;

@@ -39,6 +39,51 @@ pub struct StepReport {
     pub seconds: f64,
 }
 
+impl StepReport {
+    /// The metrics line of this update, as step `step` of the run.
+    pub fn update_line(&self, step: u64) -> temper_protocol::metrics::UpdateStep {
+        temper_protocol::metrics::UpdateStep {
+            step,
+            loss: self.loss,
+            entropy: self.entropy,
+            grad_norm: self.grad_norm,
+            lr: self.lr,
+            tokens_per_s: self.tokens / self.seconds.max(1e-9),
+            step_s: self.seconds,
+            skipped: self.skipped.is_some(),
+        }
+    }
+}
+
+/// What a micro-batch's gradients are taken through.
+struct Pass<'a> {
+    model: &'a temper_model::Transformer,
+    params: &'a [(String, Var)],
+    checkpoint: bool,
+}
+
+impl Pass<'_> {
+    fn grads<T>(
+        &self,
+        inputs: &[&[u32]],
+        targets: Targets<'_>,
+        loss_fn: impl FnOnce(&Tensor) -> candle_core::Result<(Tensor, T)>,
+    ) -> Result<(Vec<Tensor>, f64, T), TrainError> {
+        let (model, params) = (self.model, self.params);
+        Ok(logprob_loss_and_grads(model, params, inputs, self.checkpoint, targets, loss_fn)?)
+    }
+}
+
+/// One micro-batch's share of a step.
+struct Micro {
+    grads: Vec<Tensor>,
+    entropy: f64,
+    /// The loss value (already divided by the step's loss tokens).
+    loss: f64,
+    targets: usize,
+    stats: LossStats,
+}
+
 /// A model, its optimizer and schedule, and the ranks it trains with.
 #[derive(Debug)]
 pub struct Trainer<'c> {
@@ -246,38 +291,20 @@ impl<'c> Trainer<'c> {
         micro_batches: &[Vec<&Sample>],
         total_loss_tokens: f64,
     ) -> Result<StepReport, TrainError> {
-        let started = Instant::now();
-        let adapted = self.adapted()?;
-        let model = adapted.as_ref().unwrap_or(&self.policy.model);
-        let mut grads = None;
-        let mut sums = [0f64; 3]; // loss·N, tokens, entropy
-        for mb in micro_batches {
-            if mb.is_empty() {
-                continue;
-            }
+        self.step_over(micro_batches, total_loss_tokens, |pass, mb| {
             let inputs: Vec<&[u32]> = mb.iter().map(|s| &s.ids[..s.ids.len() - 1]).collect();
             let targets: Vec<u32> = mb.iter().flat_map(|s| s.ids[1..].iter().copied()).collect();
             let mask: Vec<bool> = mb.iter().flat_map(|s| s.mask[1..].iter().copied()).collect();
             let temps = vec![1f32; targets.len()];
-            let (g, entropy, value) = logprob_loss_and_grads(
-                model,
-                self.trainable(),
-                &inputs,
-                self.checkpointing,
-                Targets { ids: &targets, temperatures: &temps, mask: &mask },
-                |lp| {
-                    let l = loss::sft_loss(lp, &mask, total_loss_tokens)?;
-                    let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                    Ok((l, v))
-                },
-            )?;
-            add_into(&mut grads, g)?;
-            sums[0] += value * total_loss_tokens.max(1.0);
-            sums[1] += targets.len() as f64;
-            sums[2] += entropy;
-        }
-        drop(adapted);
-        self.finish(grads, sums, total_loss_tokens, LossStats::default(), started)
+            let to = Targets { ids: &targets, temperatures: &temps, mask: &mask };
+            let (grads, entropy, loss) = pass.grads(&inputs, to, |lp| {
+                let l = loss::sft_loss(lp, &mask, total_loss_tokens)?;
+                let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                Ok((l, v))
+            })?;
+            let (targets, stats) = (targets.len(), LossStats::default());
+            Ok(Micro { grads, entropy, loss, targets, stats })
+        })
     }
 
     /// One RL step over this rank's micro-batches with the loss `cfg`; `total_loss_tokens`
@@ -288,16 +315,7 @@ impl<'c> Trainer<'c> {
         cfg: &LossConfig,
         total_loss_tokens: f64,
     ) -> Result<StepReport, TrainError> {
-        let started = Instant::now();
-        let adapted = self.adapted()?;
-        let model = adapted.as_ref().unwrap_or(&self.policy.model);
-        let mut grads = None;
-        let mut sums = [0f64; 3];
-        let mut stats = LossStats::default();
-        for mb in micro_batches {
-            if mb.is_empty() {
-                continue;
-            }
+        self.step_over(micro_batches, total_loss_tokens, |pass, mb| {
             let inputs: Vec<&[u32]> = mb.iter().map(|s| &s.ids[..s.ids.len() - 1]).collect();
             let mut targets = Vec::new();
             let mut mask = Vec::new();
@@ -319,23 +337,39 @@ impl<'c> Trainer<'c> {
                 loss_mask: &mask,
                 sequence: &seq,
             };
-            let (g, entropy, (value, st)) = logprob_loss_and_grads(
-                model,
-                self.trainable(),
-                &inputs,
-                self.checkpointing,
-                Targets { ids: &targets, temperatures: &temps, mask: &mask },
-                |lp| {
-                    let (l, st) = loss::policy_loss(lp, &tokens, cfg, total_loss_tokens)?;
-                    let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-                    Ok((l, (v, st)))
-                },
-            )?;
-            add_into(&mut grads, g)?;
-            sums[0] += value * total_loss_tokens.max(1.0);
-            sums[1] += targets.len() as f64;
-            sums[2] += entropy;
-            stats.add(&st);
+            let to = Targets { ids: &targets, temperatures: &temps, mask: &mask };
+            let (grads, entropy, (loss, stats)) = pass.grads(&inputs, to, |lp| {
+                let (l, st) = loss::policy_loss(lp, &tokens, cfg, total_loss_tokens)?;
+                let v = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+                Ok((l, (v, st)))
+            })?;
+            Ok(Micro { grads, entropy, loss, targets: targets.len(), stats })
+        })
+    }
+
+    /// A step: `micro` computes each non-empty micro-batch's gradients with the policy (LoRA
+    /// merged in, when there is one), which are summed, reduced over ranks and applied.
+    fn step_over<S>(
+        &mut self,
+        micro_batches: &[Vec<&S>],
+        total_loss_tokens: f64,
+        mut micro: impl FnMut(&Pass<'_>, &[&S]) -> Result<Micro, TrainError>,
+    ) -> Result<StepReport, TrainError> {
+        let started = Instant::now();
+        let adapted = self.adapted()?;
+        let pass = Pass {
+            model: adapted.as_ref().unwrap_or(&self.policy.model),
+            params: self.trainable(),
+            checkpoint: self.checkpointing,
+        };
+        let (mut grads, mut sums, mut stats) = (None, [0f64; 3], LossStats::default());
+        for mb in micro_batches.iter().filter(|mb| !mb.is_empty()) {
+            let m = micro(&pass, mb)?;
+            add_into(&mut grads, m.grads)?;
+            sums[0] += m.loss * total_loss_tokens.max(1.0); // loss·N, tokens, entropy
+            sums[1] += m.targets as f64;
+            sums[2] += m.entropy;
+            stats.add(&m.stats);
         }
         drop(adapted);
         self.finish(grads, sums, total_loss_tokens, stats, started)

@@ -4,7 +4,7 @@
 //! The sandbox crate provides the real runner; tests use fakes or the unsandboxed local runner.
 
 use async_trait::async_trait;
-use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase};
+use temper_protocol::{Language, RunRequest, RunResult, RunStatus, TestCase, TestsRequest};
 
 /// Why a runner could not run a program at all (as opposed to the program failing).
 #[derive(Debug, thiserror::Error)]
@@ -31,23 +31,20 @@ pub trait CodeRunner: Send + Sync + std::fmt::Debug {
 
     /// Runs one program against each test case, stopping at the first failure when
     /// `stop_on_failure` is set. Runners that can compile once should override this.
-    async fn run_tests(
-        &self,
-        language: Language,
-        code: &str,
-        tests: &[TestCase],
-        limits: Limits,
-        stop_on_failure: bool,
-    ) -> Result<Vec<TestOutcome>, RunnerError> {
-        let mut outcomes = Vec::with_capacity(tests.len());
-        for test in tests {
-            let request =
-                RunRequest { language, code: code.to_owned(), stdin: test.stdin.clone(), limits };
-            let result = self.run(request).await?;
+    async fn run_tests(&self, request: &TestsRequest) -> Result<Vec<TestOutcome>, RunnerError> {
+        let mut outcomes = Vec::with_capacity(request.tests.len());
+        for test in &request.tests {
+            let run = RunRequest {
+                language: request.language,
+                code: request.code.clone(),
+                stdin: test.stdin.clone(),
+                limits: request.limits,
+            };
+            let result = self.run(run).await?;
             let outcome = TestOutcome::judge(test, result);
             let failed = !outcome.passed;
             outcomes.push(outcome);
-            if failed && stop_on_failure {
+            if failed && request.stop_on_failure {
                 break;
             }
         }
@@ -122,13 +119,19 @@ mod tests {
             TestCase { stdin: "b".into(), expected_stdout: "c".into() },
             TestCase { stdin: "d".into(), expected_stdout: "d".into() },
         ];
-        let all = Echo.run_tests(Language::Python, "x", &tests, Limits::default(), false).await;
+        let request = |code: &str, stop_on_failure| TestsRequest {
+            language: Language::Python,
+            code: code.into(),
+            tests: tests.clone(),
+            limits: Default::default(),
+            stop_on_failure,
+        };
+        let all = Echo.run_tests(&request("x", false)).await;
         let passed: Vec<bool> = all.expect("run").iter().map(|o| o.passed).collect();
         assert_eq!(passed, [true, false, true]);
-        let early = Echo.run_tests(Language::Python, "x", &tests, Limits::default(), true).await;
+        let early = Echo.run_tests(&request("x", true)).await;
         assert_eq!(early.expect("run").len(), 2);
-        let failing =
-            Echo.run_tests(Language::Python, "fail", &tests, Limits::default(), true).await;
+        let failing = Echo.run_tests(&request("fail", true)).await;
         assert!(!failing.expect("run")[0].passed);
     }
 }

@@ -163,7 +163,7 @@ fn charts(lines: &[MetricsLine]) -> Vec<Chart> {
     }
     let throughput: Vec<Series> = [
         series(lines, "trainer", |l| match l {
-            Trainer(t) => Some(t.tokens_per_s),
+            Trainer(t) => Some(t.update.tokens_per_s),
             _ => None,
         }),
         series(lines, "rollouts", |l| match l {

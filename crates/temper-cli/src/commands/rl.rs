@@ -10,7 +10,7 @@ use temper_protocol::metrics::{EvalScores, OrchestratorStep, REWARD_MEAN, Traine
 use crate::args::RlArgs;
 
 pub async fn run(args: RlArgs) -> anyhow::Result<()> {
-    let plan = RlPlan::load(&args.config, &args.set)?;
+    let plan = RlPlan::load(&args.config, &args.run.set)?;
     let file = args.config.display().to_string();
     let Some(model) = plan.trainer.model.path.clone() else {
         anyhow::bail!(
@@ -60,8 +60,8 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     let (steps, dir) = (plan.trainer.trainer.steps, plan.trainer.output.dir.clone());
     let opts = LaunchOptions {
         exe: std::env::current_exe().context("cannot find the temper binary")?,
-        resume: args.resume,
-        clean: args.clean,
+        resume: args.run.resume,
+        clean: args.run.clean,
     };
     let mut lines = StepLines::new(steps);
     let outcome = temper_launch::launch(plan, &opts, &mut lines).await;
@@ -124,20 +124,21 @@ impl RunHooks for StepLines {
     }
 
     fn on_step(&mut self, t: &TrainerStep, o: &OrchestratorStep) {
+        let u = &t.update;
         self.say(format!(
             "step {:>5}/{} | reward {:.3} | mismatch_kl {:.1e} | entropy {:.3} | grad {:.3} | lr {:.1e} | off-policy ≤ {} | seq {:.0} | {:.1} s",
-            t.step,
+            u.step,
             self.steps,
             o.reward_mean,
             t.mismatch_kl,
-            t.entropy,
-            t.grad_norm,
-            t.lr,
+            u.entropy,
+            u.grad_norm,
+            u.lr,
             o.off_policy_max,
             o.seq_len,
-            t.step_s,
+            u.step_s,
         ));
-        self.bar.set_position(t.step);
+        self.bar.set_position(u.step);
         self.bar.set_message(format!("reward {:.3}", o.reward_mean));
     }
 

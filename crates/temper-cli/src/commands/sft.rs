@@ -27,10 +27,10 @@ pub fn load_config(path: &Path, sets: &[String]) -> anyhow::Result<(SftConfig, S
 }
 
 pub async fn run(args: SftArgs) -> anyhow::Result<()> {
-    let (cfg, resolved) = load_config(&args.config, &args.set)?;
+    let (cfg, resolved) = load_config(&args.config, &args.run.set)?;
     let device = super::inference::device(&args.device)?;
     let dir = cfg.output.dir.clone();
-    sft::prepare_run_dir(&dir, args.resume, args.clean)?;
+    sft::prepare_run_dir(&dir, args.run.resume, args.run.clean)?;
     std::fs::write(dir.join("config.toml"), &resolved)
         .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
 
@@ -48,7 +48,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let policy = cfg.model.build(&device)?;
         let mut hooks = CliHooks::new(&cfg, env, dir, handle, stop);
-        let out = sft::run(&cfg, policy, &records, &Single, &mut hooks, args.resume);
+        let out = sft::run(&cfg, policy, &records, &Single, &mut hooks, args.run.resume);
         hooks.bar.finish_and_clear();
         Ok((out?, hooks.stopped_at))
     })

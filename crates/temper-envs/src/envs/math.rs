@@ -28,6 +28,11 @@ answer in \\boxed{}.";
 const PEOPLE: &[&str] =
     &["Ana", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hiro", "Ines", "Jon"];
 
+/// One number from each range, drawn in order.
+fn draw<const N: usize>(rng: &mut ChaCha8Rng, ranges: [std::ops::Range<u64>; N]) -> [u64; N] {
+    ranges.map(|r| rng.random_range(r))
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -37,11 +42,7 @@ pub fn generate(rng: &mut ChaCha8Rng, _index: usize) -> Example {
     let who = PEOPLE.choose(rng).copied().unwrap_or("Ana");
     let (question, answer) = match rng.random_range(0..8) {
         0 => {
-            let (a, b, c) = (
-                rng.random_range(2..50u64),
-                rng.random_range(2..10u64),
-                rng.random_range(2..13u64),
-            );
+            let [a, b, c] = draw(rng, [2..50, 2..10, 2..13]);
             (
                 format!(
                     "{who} has {a} apples and buys {b} bags with {c} apples in each. How many apples does {who} have now?"
@@ -59,11 +60,7 @@ pub fn generate(rng: &mut ChaCha8Rng, _index: usize) -> Example {
             )
         }
         2 => {
-            let (w, h, k) = (
-                rng.random_range(10..40u64),
-                rng.random_range(10..41u64),
-                rng.random_range(2..6u64),
-            );
+            let [w, h, k] = draw(rng, [10..40, 10..41, 2..6]);
             (
                 format!(
                     "{who} earns ${w} per hour and works {h} hours each week. How many dollars does {who} earn in {k} weeks?"
@@ -107,12 +104,7 @@ pub fn generate(rng: &mut ChaCha8Rng, _index: usize) -> Example {
             )
         }
         _ => {
-            let (a, b, c, d) = (
-                rng.random_range(1..9u64),
-                rng.random_range(2..10u64),
-                rng.random_range(1..9u64),
-                rng.random_range(2..10u64),
-            );
+            let [a, b, c, d] = draw(rng, [1..9, 2..10, 1..9, 2..10]);
             let (num, den) = (a * d + c * b, b * d);
             let g = gcd(num, den);
             let answer = if den / g == 1 {

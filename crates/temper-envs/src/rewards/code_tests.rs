@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
-use temper_protocol::{Language, Limits, RunStatus, TestCase};
+use temper_protocol::{Language, Limits, RunStatus, TestCase, TestsRequest};
 
 use super::{RewardSpec, SpecSource, params};
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
@@ -126,19 +126,23 @@ impl RewardFunction for CodeTests {
             _ => Parser::Code.parse_answer(input.completion),
         };
         let Some(code) = code.filter(|c| !c.trim().is_empty()) else { return Ok(0.0) };
-        let outcomes = runner
-            .run_tests(self.language, &code, &tests, self.limits, !self.fraction)
-            .await
-            .map_err(|e| RewardError(e.to_string()))?;
+        let request = TestsRequest {
+            language: self.language,
+            code,
+            tests,
+            limits: self.limits,
+            stop_on_failure: !self.fraction,
+        };
+        let outcomes = runner.run_tests(&request).await.map_err(|e| RewardError(e.to_string()))?;
         if let Some(failed) = outcomes.iter().find(|o| o.result.status == RunStatus::InternalError)
         {
             return Err(RewardError(format!("the code runner failed: {}", failed.result.stderr)));
         }
         let passed = outcomes.iter().filter(|o| o.passed).count();
         Ok(if self.fraction {
-            passed as f64 / tests.len() as f64
+            passed as f64 / request.tests.len() as f64
         } else {
-            f64::from(u8::from(passed == tests.len()))
+            f64::from(u8::from(passed == request.tests.len()))
         })
     }
 }

@@ -133,13 +133,14 @@ async fn math_compares_boxed_values() {
 async fn mcq_reads_the_letter_and_shuffles_by_seed() {
     let env = mcq::environment(&LoadOptions::default());
     let examples = env.examples(Split::Eval).expect("examples");
+    assert_eq!(mcq::BANK.len(), 32, "the whole bank parses");
     assert_eq!(examples.len(), mcq::BANK.len());
     let ex = &examples[0];
     let gold = ex.answer.chars().next().expect("letter");
     let options = ex.info["options"].as_array().expect("options");
     assert_eq!(
         options[(gold as u8 - b'A') as usize],
-        mcq::BANK[0].1,
+        mcq::BANK[0].correct,
         "the answer letter points at the right option"
     );
     let wrong_letter = if gold == 'A' { 'B' } else { 'A' };

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase};
+use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase, TestsRequest};
 use temper_verify::code::CodeRunner;
 
 use crate::support::{assert_clean, req, run, sandbox};
@@ -101,19 +101,20 @@ async fn run_tests_compiles_once_and_judges_each() {
     // The program counts its runs in /work: one compile, then three runs in one sandbox.
     let code = "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);\
 FILE*f=fopen(\"runs\",\"a\");fputs(\"x\",f);fclose(f);return 0;}";
-    let outcomes = CodeRunner::run_tests(&sb, Language::C, code, &tests, Limits::default(), false)
-        .await
-        .expect("run");
+    let request = |code: &str, tests: &[TestCase], stop_on_failure| TestsRequest {
+        language: Language::C,
+        code: code.into(),
+        tests: tests.to_vec(),
+        limits: Limits::default(),
+        stop_on_failure,
+    };
+    let outcomes = CodeRunner::run_tests(&sb, &request(code, &tests, false)).await.expect("run");
     let passed: Vec<bool> = outcomes.iter().map(|o| o.passed).collect();
     assert_eq!(passed, [true, true, false]);
-    let early = CodeRunner::run_tests(&sb, Language::C, code, &tests[1..], Limits::default(), true)
-        .await
-        .expect("run");
+    let early = CodeRunner::run_tests(&sb, &request(code, &tests[1..], true)).await.expect("run");
     assert_eq!(early.len(), 2);
     let broken =
-        CodeRunner::run_tests(&sb, Language::C, "int main(", &tests, Limits::default(), true)
-            .await
-            .expect("run");
+        CodeRunner::run_tests(&sb, &request("int main(", &tests, true)).await.expect("run");
     assert!(broken.iter().all(|o| !o.passed && o.result.status == RunStatus::CompileError));
     assert_clean(&sb).await;
 }

@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::time::Duration;
 
-use temper_protocol::{Language, Limits, RunRequest, RunStatus};
+use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestsRequest};
 
 use crate::support::{assert_clean, run, sandbox, sandbox_processes};
 
@@ -477,10 +477,14 @@ async fn reward_hacks_do_not_pass_tests() {
         "import glob\nprint(glob.glob('/**/*expected*', recursive=True))",
     ];
     for hack in hacks {
-        let outcomes =
-            CodeRunner::run_tests(&sb, Language::Python, hack, &tests, Limits::default(), false)
-                .await
-                .expect("run");
+        let request = TestsRequest {
+            language: Language::Python,
+            code: hack.into(),
+            tests: tests.clone(),
+            limits: Limits::default(),
+            stop_on_failure: false,
+        };
+        let outcomes = CodeRunner::run_tests(&sb, &request).await.expect("run");
         assert!(outcomes.iter().all(|o| !o.passed), "{hack} passed a test");
     }
     assert_clean(&sb).await;

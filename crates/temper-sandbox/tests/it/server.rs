@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase};
+use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase, TestsRequest};
 use temper_sandbox::server::{self, ServerOptions};
 use temper_verify::code::CodeRunner;
 
@@ -167,16 +167,14 @@ async fn the_client_is_a_code_runner() {
     .expect("run");
     assert_eq!((r.status, r.stdout.as_str()), (RunStatus::Ok, "5\n"));
     let tests = vec![TestCase { stdin: "4".into(), expected_stdout: "16".into() }];
-    let outcomes = client
-        .run_tests(
-            Language::Python,
-            "n = int(input())\nprint(n * n)",
-            &tests,
-            Limits::default(),
-            true,
-        )
-        .await
-        .expect("tests");
+    let request = TestsRequest {
+        language: Language::Python,
+        code: "n = int(input())\nprint(n * n)".into(),
+        tests,
+        limits: Limits::default(),
+        stop_on_failure: true,
+    };
+    let outcomes = client.run_tests(&request).await.expect("tests");
     assert!(outcomes[0].passed, "{outcomes:?}");
     assert!(
         temper_client::sandbox::SandboxClient::new("http://127.0.0.1:1")
