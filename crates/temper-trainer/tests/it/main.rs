@@ -3,6 +3,7 @@
 mod lora;
 mod loss;
 mod optim;
+mod parity;
 mod rl;
 mod train;
 
