@@ -388,6 +388,56 @@ pub(crate) fn append_metrics(path: &Path, line: &MetricsLine) -> Result<(), Trai
     metrics::append(path, line).map_err(TrainError::io(path))
 }
 
+/// Continues from the newest complete checkpoint under `output.dir` (if any): the trainer's
+/// weights and moments, and (on the lead rank) `metrics.jsonl` cut back to it. Returns the
+/// samples already seen.
+fn resume_run(
+    cfg: &SftConfig,
+    trainer: &mut Trainer<'_>,
+    is_lead: bool,
+) -> Result<u64, TrainError> {
+    let metrics_path = cfg.output.dir.join("metrics.jsonl");
+    let Some(state) = trainer.resume_from(&cfg.output.dir.join("checkpoints"))? else {
+        return Ok(0);
+    };
+    if state.data_seed != cfg.data.shuffle_seed {
+        return Err(TrainError::Checkpoint(format!(
+            "checkpoint step {} was trained with data.shuffle_seed {}, the config says {}",
+            state.step, state.data_seed, cfg.data.shuffle_seed
+        )));
+    }
+    if is_lead {
+        metrics::truncate_after(&metrics_path, state.step)
+            .map_err(TrainError::io(&metrics_path))?;
+    }
+    tracing::info!("resumed from checkpoint step {}", state.step);
+    Ok(state.samples_seen)
+}
+
+/// Evaluates the current policy (LoRA merged in): validation loss on every rank, the hooks'
+/// environment scores and the metrics line on the lead.
+fn evaluate(
+    cfg: &SftConfig,
+    trainer: &Trainer<'_>,
+    validation: &[Sample],
+    hooks: &mut dyn SftHooks,
+    is_lead: bool,
+) -> Result<EvalScores, TrainError> {
+    let mut scores = EvalScores::new(trainer.step, Writer::Sft);
+    let merged = trainer.merged_policy()?;
+    let current = merged.as_ref().unwrap_or(&trainer.policy);
+    if !validation.is_empty() {
+        scores.loss = Some(validation_loss(current, validation, cfg.train.seq_len)?);
+    }
+    if is_lead {
+        let metrics_path = cfg.output.dir.join("metrics.jsonl");
+        hooks.evaluate(current, &mut scores).map_err(TrainError::Eval)?;
+        append_metrics(&metrics_path, &MetricsLine::Eval(scores.clone()))?;
+        hooks.on_eval(&scores);
+    }
+    Ok(scores)
+}
+
 /// Runs SFT on `records`. `policy` must be built from `cfg.model`; on `resume` the newest
 /// complete checkpoint of the run directory is loaded into it first.
 pub fn run(
@@ -428,21 +478,7 @@ pub fn run(
         let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
         trainer = trainer.with_lora(lora)?;
     }
-    let mut samples_seen = 0u64;
-    if resume && let Some(state) = trainer.resume_from(&ckpt_root)? {
-        if state.data_seed != cfg.data.shuffle_seed {
-            return Err(TrainError::Checkpoint(format!(
-                "checkpoint step {} was trained with data.shuffle_seed {}, the config says {}",
-                state.step, state.data_seed, cfg.data.shuffle_seed
-            )));
-        }
-        samples_seen = state.samples_seen;
-        if is_lead {
-            metrics::truncate_after(&metrics_path, state.step)
-                .map_err(TrainError::io(&metrics_path))?;
-        }
-        tracing::info!("resumed from checkpoint step {}", state.step);
-    }
+    let mut samples_seen = if resume { resume_run(cfg, &mut trainer, is_lead)? } else { 0 };
     hooks.on_start(trainer.step, cfg.train.steps, &info);
 
     let mut final_loss = f64::NAN;
@@ -463,18 +499,7 @@ pub fn run(
         let step = trainer.step;
         let last = step == cfg.train.steps;
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
-            let mut scores = EvalScores::new(step, Writer::Sft);
-            let merged = trainer.merged_policy()?;
-            let current = merged.as_ref().unwrap_or(&trainer.policy);
-            if !validation.is_empty() {
-                scores.loss = Some(validation_loss(current, &validation, cfg.train.seq_len)?);
-            }
-            if is_lead {
-                hooks.evaluate(current, &mut scores).map_err(TrainError::Eval)?;
-                append_metrics(&metrics_path, &MetricsLine::Eval(scores.clone()))?;
-                hooks.on_eval(&scores);
-            }
-            final_eval = Some(scores);
+            final_eval = Some(evaluate(cfg, &trainer, &validation, hooks, is_lead)?);
         }
         // A stop asked for by the user checkpoints first, so nothing is lost.
         let stop = !last && hooks.should_stop();
