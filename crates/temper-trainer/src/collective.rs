@@ -2,10 +2,16 @@
 //! they are summed across ranks before the (identical) optimizer step on every rank.
 //!
 //! [`Single`] is the one-process case; [`InProcess`] runs ranks as threads of one process (CPU
-//! tests, and a machine with several devices); an NCCL implementation for GPUs sits behind the
-//! `nccl` feature.
+//! tests); [`crate::mpi::Mpi`] (cargo feature `mpi`) runs them as processes started by `mpirun`
+//! or `srun`. A GPU collective (NCCL) implements the same trait.
+//!
+//! Besides all-reduce, the trait has the two halves of a sharded optimizer step: a reduce-scatter
+//! (each rank gets its [`Blocks`] block of the summed gradients) and an all-gather (every rank
+//! gets the whole vector back from the ranks' blocks). Their default implementations go through
+//! `all_reduce_sum` and are exact; an implementation with real collectives overrides them.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 
 use candle_core::{DType, Tensor};
@@ -21,6 +27,63 @@ pub trait Collective: Send + Sync + fmt::Debug {
     fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> candle_core::Result<()>;
     /// Replaces each value with its sum over all ranks.
     fn all_reduce_f64(&self, values: &mut [f64]) -> candle_core::Result<()>;
+
+    /// Sums `flat` (the same length on every rank) over the ranks and returns this rank's block
+    /// of the sum (`Blocks::new(flat.len(), world).range(rank)`), summed in f32.
+    fn reduce_scatter_f32(&self, flat: &[f32]) -> candle_core::Result<Vec<f32>> {
+        let blocks = Blocks::new(flat.len(), self.world_size());
+        let mut t = [Tensor::from_slice(flat, flat.len(), &candle_core::Device::Cpu)?];
+        self.all_reduce_sum(&mut t)?;
+        let [t] = t;
+        let range = blocks.range(self.rank());
+        t.narrow(0, range.start, range.len())?.to_vec1()
+    }
+
+    /// The vector of `len` elements whose blocks the ranks hold: `mine` is this rank's
+    /// (`Blocks::new(len, world).range(rank)`).
+    fn all_gather_f32(&self, mine: &[f32], len: usize) -> candle_core::Result<Vec<f32>> {
+        let range = Blocks::new(len, self.world_size()).range(self.rank());
+        if mine.len() != range.len() {
+            candle_core::bail!(
+                "all-gather: a block of {} for {} elements",
+                mine.len(),
+                range.len()
+            );
+        }
+        // The other ranks contribute zeros here, and x + 0 is x: the sum is the concatenation.
+        let mut whole = vec![0f32; len];
+        whole[range].copy_from_slice(mine);
+        let mut t = [Tensor::from_vec(whole, len, &candle_core::Device::Cpu)?];
+        self.all_reduce_sum(&mut t)?;
+        let [t] = t;
+        t.to_vec1()
+    }
+}
+
+/// How a flat vector of `len` elements is split across `world` ranks: rank `r` holds the block
+/// `[r·b, min((r+1)·b, len))` with `b = ⌈len / world⌉` (the last blocks may be short or empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocks {
+    len: usize,
+    block: usize,
+}
+
+impl Blocks {
+    /// The split of `len` elements over `world` ranks (at least one).
+    pub fn new(len: usize, world: usize) -> Self {
+        Self { len, block: len.div_ceil(world.max(1)) }
+    }
+
+    /// Elements in a full block.
+    pub fn block(&self) -> usize {
+        self.block
+    }
+
+    /// Rank `rank`'s elements.
+    pub fn range(&self, rank: usize) -> Range<usize> {
+        let start = (rank * self.block).min(self.len);
+        start..(start + self.block).min(self.len)
+    }
 }
 
 /// One rank: every collective is the identity.
@@ -152,9 +215,24 @@ impl Collective for InProcess {
     }
 }
 
-/// Where this process sits in a multi-process job, from the usual variables: `RANK`,
-/// `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` (torchrun's), or Slurm's `SLURM_PROCID`,
-/// `SLURM_NTASKS` (with `MASTER_ADDR`/`MASTER_PORT` when set).
+/// Who started this process, as far as its environment tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// Nobody: one process.
+    Alone,
+    /// torchrun-style `RANK`/`WORLD_SIZE`, with `MASTER_ADDR`/`MASTER_PORT` for the rendezvous.
+    Torchrun,
+    /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`) or a PMI launcher
+    /// (`PMI_RANK`/`PMI_SIZE`): MPI finds its peers itself.
+    Mpi,
+    /// Slurm's `srun` (`SLURM_PROCID`/`SLURM_NTASKS`), whose PMI lets MPI find its peers.
+    Slurm,
+}
+
+/// Where this process sits in a multi-process job, from the variables its launcher sets (the
+/// first pair found wins): `RANK`/`WORLD_SIZE` (torchrun), `OMPI_COMM_WORLD_RANK`/
+/// `OMPI_COMM_WORLD_SIZE` (Open MPI's mpirun), `PMI_RANK`/`PMI_SIZE`, or Slurm's
+/// `SLURM_PROCID`/`SLURM_NTASKS`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
     /// This process's rank.
@@ -163,6 +241,8 @@ pub struct Placement {
     pub world_size: usize,
     /// Address and port of rank 0's rendezvous, when given.
     pub master: Option<(String, u16)>,
+    /// Which variables the placement came from.
+    pub launcher: Launcher,
 }
 
 impl Placement {
@@ -179,16 +259,26 @@ impl Placement {
                     .map_err(|_| format!("{name}={v:?} is not a non-negative integer")),
             }
         };
-        let (rank, world, source) = match (num("RANK")?, num("WORLD_SIZE")?) {
-            (Some(r), Some(w)) => (r, w, "RANK/WORLD_SIZE"),
-            (Some(_), None) | (None, Some(_)) => {
-                return Err("set both RANK and WORLD_SIZE, or neither".into());
+        let pairs = [
+            ("RANK", "WORLD_SIZE", Launcher::Torchrun),
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", Launcher::Mpi),
+            ("PMI_RANK", "PMI_SIZE", Launcher::Mpi),
+            ("SLURM_PROCID", "SLURM_NTASKS", Launcher::Slurm),
+        ];
+        let mut found = (0, 1, Launcher::Alone, "default");
+        for (rank, size, launcher) in pairs {
+            match (num(rank)?, num(size)?) {
+                (Some(r), Some(w)) => {
+                    found = (r, w, launcher, rank);
+                    break;
+                }
+                (Some(_), None) | (None, Some(_)) if launcher == Launcher::Torchrun => {
+                    return Err("set both RANK and WORLD_SIZE, or neither".into());
+                }
+                _ => {}
             }
-            (None, None) => match (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
-                (Some(r), Some(w)) => (r, w, "SLURM_PROCID/SLURM_NTASKS"),
-                _ => (0, 1, "default"),
-            },
-        };
+        }
+        let (rank, world, launcher, source) = found;
         if world == 0 || rank >= world {
             return Err(format!("{source}: rank {rank} is not below world size {world}"));
         }
@@ -203,11 +293,11 @@ impl Placement {
             (None, None) => None,
             _ => return Err("set both MASTER_ADDR and MASTER_PORT, or neither".into()),
         };
-        if world > 1 && master.is_none() {
+        if world > 1 && launcher == Launcher::Torchrun && master.is_none() {
             return Err(format!(
-                "{source} says {world} processes but MASTER_ADDR/MASTER_PORT are not set"
+                "RANK/WORLD_SIZE say {world} processes but MASTER_ADDR/MASTER_PORT are not set"
             ));
         }
-        Ok(Self { rank, world_size: world, master })
+        Ok(Self { rank, world_size: world, master, launcher })
     }
 }

@@ -22,6 +22,8 @@ pub mod data;
 pub mod grad;
 pub mod lora;
 pub mod loss;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod optim;
 pub mod pack;
 pub mod policy;

@@ -207,21 +207,21 @@ pub fn run(
         let dir = batch_dir(&run, step);
         hooks.on_wait(step);
         let waited = Instant::now();
-        while !dir.join(STABLE).is_file() {
-            if hooks.should_stop() {
+        match wait_for_batch(&dir, cfg.trainer.batch_timeout_s, collective, hooks)? {
+            Wait::Ready => {}
+            Wait::Stop => {
                 if is_lead {
                     save_checkpoint(&trainer)?;
                 }
                 return Ok(RlSummary { steps: trainer.step, stopped: true });
             }
-            let limit = cfg.trainer.batch_timeout_s;
-            if limit > 0.0 && waited.elapsed().as_secs_f64() > limit {
+            Wait::TimedOut => {
                 return Err(TrainError::Data(format!(
-                    "no batch for step {step} in {} after {limit} s",
-                    dir.display()
+                    "no batch for step {step} in {} after {} s",
+                    dir.display(),
+                    cfg.trainer.batch_timeout_s
                 )));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         let wait_s = waited.elapsed().as_secs_f64();
         let batch = read_batch(&dir, rank, step)?;
@@ -259,6 +259,43 @@ pub fn run(
         hooks.on_step(&report, &weights);
     }
     Ok(RlSummary { steps: trainer.step, stopped: false })
+}
+
+enum Wait {
+    Ready,
+    Stop,
+    TimedOut,
+}
+
+/// Polls for a batch folder's `STABLE` marker. The ranks decide together each poll (one small
+/// all-reduce): they go on when every rank sees the batch, and stop or give up when any rank is
+/// asked to stop or has waited past `limit_s` seconds (0: no limit), so no rank is left waiting
+/// in a collective for the others.
+fn wait_for_batch(
+    dir: &Path,
+    limit_s: f64,
+    collective: &dyn Collective,
+    hooks: &mut dyn RlHooks,
+) -> Result<Wait, TrainError> {
+    let started = Instant::now();
+    loop {
+        let ready = dir.join(STABLE).is_file();
+        let stop = hooks.should_stop();
+        let late = limit_s > 0.0 && started.elapsed().as_secs_f64() > limit_s;
+        let mut votes =
+            [f64::from(u8::from(ready)), f64::from(u8::from(stop)), f64::from(u8::from(late))];
+        collective.all_reduce_f64(&mut votes)?;
+        if votes[1] > 0.0 {
+            return Ok(Wait::Stop);
+        }
+        if votes[0] >= collective.world_size() as f64 {
+            return Ok(Wait::Ready);
+        }
+        if votes[2] > 0.0 {
+            return Ok(Wait::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Writes the weights servers load (merged LoRA included) and then the `STABLE` marker.

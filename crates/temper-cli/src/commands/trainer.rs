@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use temper_trainer::collective::Placement;
-use temper_trainer::rl::{self, RlHooks, RlTrainerConfig};
-use temper_trainer::{Single, StepReport};
+use temper_trainer::rl::{self, RlHooks, RlSummary, RlTrainerConfig};
+use temper_trainer::{Collective, Single, StepReport};
 
 use crate::args::{TrainerArgs, TrainerCommand};
 
@@ -21,44 +21,100 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     cfg.validate().with_context(|| format!("invalid config {}", config.display()))?;
     let placement = Placement::from_vars(|k| std::env::var(k).ok())
         .map_err(|e| anyhow::anyhow!("data-parallel placement: {e}"))?;
-    if placement.world_size > 1 {
-        bail!(
-            "{} processes asked for (rank {}): multi-process data parallelism needs NCCL, which this build does not include; run one trainer process",
-            placement.world_size,
-            placement.rank
-        );
-    }
     let device = super::inference::device(&args.device)?;
     let dir = cfg.output.dir.clone();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::write(dir.join("trainer.toml"), &resolved)
-        .with_context(|| format!("cannot write {}", dir.join("trainer.toml").display()))?;
+    if placement.rank == 0 {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(dir.join("trainer.toml"), &resolved)
+            .with_context(|| format!("cannot write {}", dir.join("trainer.toml").display()))?;
+    }
     let stop = super::stop_on_ctrl_c();
     let resume = args.resume;
-    let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+    let train = move |collective: &dyn Collective| -> anyhow::Result<RlSummary> {
         let policy = cfg.model.build(&device)?;
-        let mut hooks = Lines { total: cfg.trainer.steps, stop };
-        Ok(rl::run(&cfg, policy, &Single, &mut hooks, resume)?)
-    })
-    .await??;
-    if summary.stopped {
-        println!("trainer stopped after step {} (checkpoint written)", summary.steps);
+        let rank = collective.rank();
+        let mut hooks = Lines { total: cfg.trainer.steps, stop, rank };
+        Ok(rl::run(&cfg, policy, collective, &mut hooks, resume)?)
+    };
+    let summary = if placement.world_size > 1 {
+        ranks(&placement, train).await?
     } else {
-        println!("trainer finished {} steps", summary.steps);
+        tokio::task::spawn_blocking(move || train(&Single)).await??
+    };
+    if placement.rank == 0 {
+        if summary.stopped {
+            println!("trainer stopped after step {} (checkpoint written)", summary.steps);
+        } else {
+            println!("trainer finished {} steps", summary.steps);
+        }
     }
     Ok(())
+}
+
+/// Runs `train` as one rank of a multi-process job over MPI. A rank that fails prints why and
+/// ends the whole job (`MPI_Abort`), so no other rank waits for it.
+#[cfg(feature = "mpi")]
+async fn ranks(
+    placement: &Placement,
+    train: impl FnOnce(&dyn Collective) -> anyhow::Result<RlSummary> + Send + 'static,
+) -> anyhow::Result<RlSummary> {
+    use temper_trainer::mpi::Mpi;
+    // The session finalises MPI when dropped, after the training thread is done with it.
+    let (_session, mpi) = Mpi::init().map_err(|e| anyhow::anyhow!("MPI: {e}"))?;
+    if mpi.world_size() != placement.world_size || mpi.rank() != placement.rank {
+        bail!(
+            "the launcher's variables ({:?}) say rank {} of {}, MPI says rank {} of {}: start the trainer with mpirun or srun (with --mpi=pmix), or unset the variables",
+            placement.launcher,
+            placement.rank,
+            placement.world_size,
+            mpi.rank(),
+            mpi.world_size()
+        );
+    }
+    eprintln!("trainer: rank {} of {} on {}", mpi.rank(), mpi.world_size(), Mpi::node_name());
+    match tokio::task::spawn_blocking(move || train(&mpi)).await {
+        Ok(Ok(summary)) => Ok(summary),
+        Ok(Err(e)) => {
+            eprintln!("error: trainer rank {}: {e:#}", mpi.rank());
+            mpi.abort(1)
+        }
+        Err(e) => {
+            eprintln!("error: trainer rank {} panicked: {e}", mpi.rank());
+            mpi.abort(1)
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+async fn ranks(
+    placement: &Placement,
+    _train: impl FnOnce(&dyn Collective) -> anyhow::Result<RlSummary> + Send + 'static,
+) -> anyhow::Result<RlSummary> {
+    bail!(
+        "{} trainer processes asked for ({:?} variables, rank {}): this build has no multi-process collective; build temper with `--features mpi` (needs Open MPI) and start the ranks with mpirun or srun, or run one trainer process",
+        placement.world_size,
+        placement.launcher,
+        placement.rank
+    )
 }
 
 struct Lines {
     total: u64,
     stop: Arc<AtomicBool>,
+    rank: usize,
 }
 
 impl RlHooks for Lines {
     fn on_start(&mut self, start: u64, total: u64) {
-        eprintln!("trainer: steps {} to {total}", start + 1);
+        if self.rank == 0 {
+            eprintln!("trainer: steps {} to {total}", start + 1);
+        }
     }
     fn on_step(&mut self, r: &StepReport, weights: &Path) {
+        if self.rank != 0 {
+            return;
+        }
         let n = r.stats.tokens.max(1.0);
         let mut line = format!(
             "trainer step {:>5}/{} | loss {:+.5} | mismatch_kl {:.2e} | masked {:.3}/{:.3} | entropy {:.3} | grad {:.3} | lr {:.2e} | {:.0} tok/s | weights {}",

@@ -4,6 +4,8 @@ mod eval;
 mod hub;
 mod inference;
 mod mock;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod rl;
 mod sandbox;
 mod sft;

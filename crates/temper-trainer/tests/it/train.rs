@@ -464,15 +464,18 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
 }
 
 #[test]
-fn placement_comes_from_torchrun_or_slurm_variables() {
+fn placement_comes_from_torchrun_mpirun_or_slurm_variables() {
     use std::collections::HashMap;
-    use temper_trainer::collective::Placement;
+    use temper_trainer::collective::{Launcher, Placement};
     let read = |pairs: &[(&str, &str)]| {
         let m: HashMap<String, String> =
             pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         Placement::from_vars(move |k| m.get(k).cloned())
     };
-    assert_eq!(read(&[]).unwrap(), Placement { rank: 0, world_size: 1, master: None });
+    assert_eq!(
+        read(&[]).unwrap(),
+        Placement { rank: 0, world_size: 1, master: None, launcher: Launcher::Alone }
+    );
     let p = read(&[
         ("RANK", "3"),
         ("WORLD_SIZE", "4"),
@@ -488,7 +491,21 @@ fn placement_comes_from_torchrun_or_slurm_variables() {
         ("MASTER_PORT", "1"),
     ])
     .unwrap();
-    assert_eq!((p.rank, p.world_size), (1, 2));
+    assert_eq!((p.rank, p.world_size, p.launcher), (1, 2, Launcher::Slurm));
+    // MPI and Slurm need no rendezvous address: MPI finds its peers itself.
+    let p = read(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]).unwrap();
+    assert_eq!((p.rank, p.world_size, p.launcher, p.master), (1, 2, Launcher::Mpi, None));
+    let p = read(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]).unwrap();
+    assert_eq!((p.rank, p.world_size, p.launcher), (3, 4, Launcher::Slurm));
+    // mpirun's variables win over those of the Slurm allocation it runs in.
+    let p = read(&[
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "1"),
+    ])
+    .unwrap();
+    assert_eq!((p.world_size, p.launcher), (2, Launcher::Mpi));
     // torchrun's variables win over Slurm's.
     let p =
         read(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8")])
@@ -500,6 +517,8 @@ fn placement_comes_from_torchrun_or_slurm_variables() {
         vec![("RANK", "x"), ("WORLD_SIZE", "2")],
         vec![("RANK", "1"), ("WORLD_SIZE", "2")],
         vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "n0"), ("MASTER_PORT", "99999")],
+        vec![("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "2")],
+        vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "x")],
     ] {
         assert!(read(&bad).is_err(), "{bad:?}");
     }
