@@ -2,6 +2,10 @@
 //! optimizer moments, and `state.json` (step, data position, counters). A checkpoint is written
 //! into `step_N.tmp/` and renamed when complete, so a crash leaves either the whole checkpoint or
 //! a `.tmp` folder that is ignored (and removed by the next save).
+//!
+//! The moments are `optimizer.safetensors`, or, when the optimizer state is sharded over `N`
+//! ranks, `optimizer.rank_R.safetensors` for each rank (its block, written by that rank into the
+//! same `.tmp` folder before rank 0 renames it); `state.json` records `optimizer_shards`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,9 @@ pub struct TrainerState {
     pub data_seed: u64,
     /// Optimizer steps taken (bias correction).
     pub optimizer_steps: u64,
+    /// Ranks the optimizer moments are sharded over (0 or 1: one `optimizer.safetensors`).
+    #[serde(default)]
+    pub optimizer_shards: usize,
 }
 
 const STATE: &str = "state.json";
@@ -44,32 +51,69 @@ pub fn save(
     optimizer: &BTreeMap<String, Tensor>,
     keep: usize,
 ) -> Result<PathBuf, TrainError> {
+    let tmp = begin(root, state.step)?;
+    write_optimizer(&tmp, OPTIMIZER, optimizer)?;
+    commit(root, &tmp, state, model, model_config, keep)
+}
+
+/// Starts checkpoint `step`: an empty `step_N.tmp/` under `root` (a stale one is removed).
+pub fn begin(root: &Path, step: u64) -> Result<PathBuf, TrainError> {
     std::fs::create_dir_all(root).map_err(TrainError::io(root))?;
-    let fin = step_dir(root, state.step);
-    let tmp = root.join(format!("step_{}.tmp", state.step));
+    let tmp = root.join(format!("step_{step}.tmp"));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
     }
     std::fs::create_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
+    Ok(tmp)
+}
+
+/// The file of rank `rank`'s block of sharded optimizer moments.
+pub fn optimizer_shard_file(rank: usize) -> String {
+    format!("optimizer.rank_{rank}.safetensors")
+}
+
+/// Writes optimizer moments as `name` in the unfinished checkpoint folder `tmp`.
+pub fn write_optimizer(
+    tmp: &Path,
+    name: &str,
+    optimizer: &BTreeMap<String, Tensor>,
+) -> Result<(), TrainError> {
+    let path = tmp.join(name);
+    let optimizer: std::collections::HashMap<String, Tensor> =
+        optimizer.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    candle_core::safetensors::save(&optimizer, &path)
+        .map_err(|source| TrainError::Tensors { path: path.clone(), source })?;
+    if let Ok(f) = std::fs::File::open(&path) {
+        let _ = f.sync_all();
+    }
+    Ok(())
+}
+
+/// Finishes a checkpoint begun with [`begin`] (whose optimizer files are written): the model
+/// and `state.json`, then the rename that makes it complete; keeps the newest `keep`.
+pub fn commit(
+    root: &Path,
+    tmp: &Path,
+    state: &TrainerState,
+    model: &BTreeMap<String, Tensor>,
+    model_config: &serde_json::Value,
+    keep: usize,
+) -> Result<PathBuf, TrainError> {
+    let fin = step_dir(root, state.step);
     temper_model::weights::save_tensors(
         model,
         model_config,
-        &tmp,
+        tmp,
         temper_model::weights::SHARD_BYTES,
     )?;
-    let opt_path = tmp.join(OPTIMIZER);
-    let optimizer: std::collections::HashMap<String, Tensor> =
-        optimizer.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    candle_core::safetensors::save(&optimizer, &opt_path)
-        .map_err(|source| TrainError::Tensors { path: opt_path.clone(), source })?;
     let state_path = tmp.join(STATE);
     let text = serde_json::to_vec_pretty(state).map_err(TrainError::Json)?;
     write_synced(&state_path, &text)?;
-    sync_dir(&tmp);
+    sync_dir(tmp);
     if fin.exists() {
         std::fs::remove_dir_all(&fin).map_err(TrainError::io(&fin))?;
     }
-    std::fs::rename(&tmp, &fin).map_err(TrainError::io(&fin))?;
+    std::fs::rename(tmp, &fin).map_err(TrainError::io(&fin))?;
     sync_dir(root);
     if keep > 0 {
         let mut steps = list(root)?;
@@ -128,8 +172,21 @@ pub struct Loaded {
     pub state: TrainerState,
     /// Model weights by name.
     pub model: BTreeMap<String, Tensor>,
-    /// Optimizer moments by name.
+    /// Optimizer moments by name (empty when they are sharded: see [`load_optimizer`]).
     pub optimizer: BTreeMap<String, Tensor>,
+}
+
+/// Reads the optimizer file `name` of checkpoint `step` under `root`.
+pub fn load_optimizer(
+    root: &Path,
+    step: u64,
+    name: &str,
+) -> Result<BTreeMap<String, Tensor>, TrainError> {
+    let path = step_dir(root, step).join(name);
+    Ok(candle_core::safetensors::load(&path, &Device::Cpu)
+        .map_err(|source| TrainError::Tensors { path: path.clone(), source })?
+        .into_iter()
+        .collect())
 }
 
 /// Reads checkpoint `step` under `root`.
@@ -141,10 +198,14 @@ pub fn load(root: &Path, step: u64, device: &Device) -> Result<Loaded, TrainErro
         .map_err(|source| TrainError::Parse { path: state_path.clone(), source })?;
     let files = temper_model::weights::safetensors_files(&dir)?;
     let model = temper_model::weights::load_safetensors(&files, device)?;
-    let opt_path = dir.join(OPTIMIZER);
-    let optimizer = candle_core::safetensors::load(&opt_path, device)
-        .map_err(|source| TrainError::Tensors { path: opt_path.clone(), source })?
-        .into_iter()
-        .collect();
+    let optimizer = if state.optimizer_shards > 1 {
+        BTreeMap::new()
+    } else {
+        let opt_path = dir.join(OPTIMIZER);
+        candle_core::safetensors::load(&opt_path, device)
+            .map_err(|source| TrainError::Tensors { path: opt_path.clone(), source })?
+            .into_iter()
+            .collect()
+    };
     Ok(Loaded { state, model, optimizer })
 }

@@ -1,13 +1,15 @@
 //! AdamW with decoupled weight decay (none on norms and biases), global gradient-norm clipping,
 //! and learning-rate schedules.
 
-use std::collections::BTreeMap;
-
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::ops::Range;
 
 use candle_core::{CpuStorage, DType, Device, InplaceOp2, Layout, Storage, Tensor, Var};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+
+use crate::collective::Blocks;
 
 /// Optimizer options (`[optim]`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -73,13 +75,34 @@ pub fn decays(name: &str, shape: &[usize]) -> bool {
 ///
 /// f32 weights on the CPU are updated in place by one pass over weight, gradient and moments
 /// (split across threads); elsewhere the update is a chain of tensor ops.
+///
+/// [`AdamW::sharded`] keeps the moments of one rank's block of the weights only (the weights
+/// laid end to end in order, split by [`Blocks`]): the step then takes that block of the summed
+/// gradients ([`AdamW::step_block`]) and returns the block's new weights, which the ranks
+/// all-gather ([`AdamW::set_flat`]). Each rank holds 1/N of the moments.
 #[derive(Debug)]
 pub struct AdamW {
     cfg: OptimConfig,
     params: Vec<(String, Var, bool)>,
     moments: Vec<Moments>,
+    shard: Option<Shard>,
     steps: u64,
 }
+
+/// One rank's block of a sharded optimizer.
+#[derive(Debug)]
+struct Shard {
+    /// The block, in the flat vector of every weight.
+    range: Range<usize>,
+    /// Ranks sharing the state.
+    world: usize,
+    m: Vec<f32>,
+    v: Vec<f32>,
+}
+
+/// Names of a sharded optimizer's moments in its checkpoint file.
+const SHARD_M: &str = "shard.exp_avg";
+const SHARD_V: &str = "shard.exp_avg_sq";
 
 #[derive(Debug)]
 enum Moments {
@@ -120,8 +143,115 @@ impl AdamW {
                 .map(|(n, p)| (n.clone(), p.clone(), decays(n, p.dims())))
                 .collect(),
             moments,
+            shard: None,
             steps: 0,
         })
+    }
+
+    /// An optimizer that keeps the moments of rank `rank`'s block of `params` only, of `world`
+    /// ranks. The weights must be f32 on the CPU.
+    pub fn sharded(
+        params: &[(String, Var)],
+        cfg: OptimConfig,
+        rank: usize,
+        world: usize,
+    ) -> candle_core::Result<Self> {
+        if let Some((name, p)) = params.iter().find(|(_, p)| !in_place(p)) {
+            candle_core::bail!(
+                "a sharded optimizer needs f32 weights on the CPU; `{name}` is {:?} on {:?}",
+                p.dtype(),
+                p.device()
+            );
+        }
+        let len = params.iter().map(|(_, p)| p.elem_count()).sum();
+        let range = Blocks::new(len, world).range(rank);
+        let n = range.len();
+        let params =
+            params.iter().map(|(n, p)| (n.clone(), p.clone(), decays(n, p.dims()))).collect();
+        let shard = Shard { range, world: world.max(1), m: vec![0.0; n], v: vec![0.0; n] };
+        Ok(Self { cfg, params, moments: Vec::new(), shard: Some(shard), steps: 0 })
+    }
+
+    /// Ranks the moments are sharded over (1 when each rank keeps them all).
+    pub fn shards(&self) -> usize {
+        self.shard.as_ref().map_or(1, |s| s.world)
+    }
+
+    /// Bytes of optimizer state this rank holds.
+    pub fn state_bytes(&self) -> usize {
+        let elems: usize = match &self.shard {
+            Some(s) => s.m.len() + s.v.len(),
+            None => self
+                .moments
+                .iter()
+                .map(|m| match m {
+                    Moments::Host { m, v } => m.len() + v.len(),
+                    Moments::Tensors { m, v } => m.elem_count() + v.elem_count(),
+                })
+                .sum(),
+        };
+        elems * size_of::<f32>()
+    }
+
+    /// Elements of every weight together (the length of the flat vector shards split).
+    pub fn flat_len(&self) -> usize {
+        self.params.iter().map(|(_, p, _)| p.elem_count()).sum()
+    }
+
+    /// A sharded optimizer's step: `grads` is this rank's block of the summed gradients, in the
+    /// flat order of the weights; returns the block's updated weights (the ranks all-gather
+    /// them and call [`AdamW::set_flat`]). The arithmetic is the unsharded step's, element for
+    /// element.
+    pub fn step_block(
+        &mut self,
+        grads: &[f32],
+        lr: f64,
+        grad_scale: f64,
+    ) -> candle_core::Result<Vec<f32>> {
+        let Some(shard) = &mut self.shard else {
+            candle_core::bail!("step_block on an optimizer that is not sharded");
+        };
+        if grads.len() != shard.range.len() {
+            candle_core::bail!("{} gradients for a block of {}", grads.len(), shard.range.len());
+        }
+        self.steps += 1;
+        let (range, mut out, mut offset) = (shard.range.clone(), Vec::new(), 0);
+        for (_, p, decay) in &self.params {
+            let (start, n) = (offset, p.elem_count());
+            offset += n;
+            let (lo, hi) = (start.max(range.start), (start + n).min(range.end));
+            if lo >= hi {
+                continue;
+            }
+            let decay = if *decay { self.cfg.weight_decay } else { 0.0 };
+            let c = AdamConsts::new(&self.cfg, self.steps, lr, decay, grad_scale);
+            let mut theta =
+                p.as_tensor().flatten_all()?.narrow(0, lo - start, hi - lo)?.to_vec1()?;
+            let k = lo - range.start..hi - range.start;
+            adam_update(
+                &mut theta,
+                &mut shard.m[k.clone()],
+                &mut shard.v[k.clone()],
+                &grads[k],
+                &c,
+            );
+            out.extend(theta);
+        }
+        Ok(out)
+    }
+
+    /// Sets every weight from `flat` (all of them end to end, in order).
+    pub fn set_flat(&self, flat: &[f32]) -> candle_core::Result<()> {
+        if flat.len() != self.flat_len() {
+            candle_core::bail!("{} values for {} weight elements", flat.len(), self.flat_len());
+        }
+        let mut offset = 0;
+        for (_, p, _) in &self.params {
+            let n = p.elem_count();
+            p.set(&Tensor::from_slice(&flat[offset..offset + n], p.shape(), p.device())?)?;
+            offset += n;
+        }
+        Ok(())
     }
 
     /// Optimizer steps taken.
@@ -147,6 +277,9 @@ impl AdamW {
         lr: f64,
         grad_scale: f64,
     ) -> candle_core::Result<()> {
+        if self.shard.is_some() {
+            candle_core::bail!("a sharded optimizer steps by blocks (step_block)");
+        }
         if grads.len() != self.params.len() {
             candle_core::bail!("{} gradients for {} weights", grads.len(), self.params.len());
         }
@@ -170,14 +303,7 @@ impl AdamW {
                     let kernel = AdamKernel {
                         m: RefCell::new(m),
                         v: RefCell::new(v),
-                        decay: (1.0 - lr * decay) as f32,
-                        b1: b1 as f32,
-                        b2: b2 as f32,
-                        bc1: bc1 as f32,
-                        bc2: bc2 as f32,
-                        lr: lr as f32,
-                        eps: self.cfg.eps as f32,
-                        grad_scale: grad_scale as f32,
+                        c: AdamConsts::new(&self.cfg, self.steps, lr, decay, grad_scale),
                     };
                     p.as_tensor().inplace_op2(&g, &kernel)?;
                 }
@@ -204,9 +330,18 @@ impl AdamW {
         Ok(())
     }
 
-    /// The moments by weight name (`<name>.exp_avg`, `<name>.exp_avg_sq`), for checkpoints.
+    /// The moments by weight name (`<name>.exp_avg`, `<name>.exp_avg_sq`), for checkpoints; a
+    /// sharded optimizer's are its block's (`shard.exp_avg`, `shard.exp_avg_sq`, flat).
     pub fn state_tensors(&self) -> BTreeMap<String, Tensor> {
         let mut out = BTreeMap::new();
+        if let Some(s) = &self.shard {
+            for (key, x) in [(SHARD_M, &s.m), (SHARD_V, &s.v)] {
+                if let Ok(t) = Tensor::from_slice(x, x.len(), &Device::Cpu) {
+                    out.insert(key.to_owned(), t);
+                }
+            }
+            return out;
+        }
         for ((name, p, _), moments) in self.params.iter().zip(&self.moments) {
             let (m, v) = match moments {
                 Moments::Host { m, v } => {
@@ -225,12 +360,50 @@ impl AdamW {
         out
     }
 
-    /// Restores the moments saved by [`AdamW::state_tensors`] and the step count.
+    /// Per-name moments (as [`AdamW::state_tensors`] names them) from the flat moments of
+    /// every weight end to end (the sharded checkpoint files of all ranks, concatenated).
+    pub fn unflatten_state(
+        &self,
+        m: &[f32],
+        v: &[f32],
+    ) -> candle_core::Result<BTreeMap<String, Tensor>> {
+        if m.len() != self.flat_len() || v.len() != self.flat_len() {
+            candle_core::bail!(
+                "optimizer moments of {} and {} elements for {} weight elements",
+                m.len(),
+                v.len(),
+                self.flat_len()
+            );
+        }
+        let (mut out, mut offset) = (BTreeMap::new(), 0);
+        for (name, p, _) in &self.params {
+            let n = p.elem_count();
+            let at = offset..offset + n;
+            out.insert(
+                format!("{name}.exp_avg"),
+                Tensor::from_slice(&m[at.clone()], p.shape(), &Device::Cpu)?,
+            );
+            out.insert(
+                format!("{name}.exp_avg_sq"),
+                Tensor::from_slice(&v[at], p.shape(), &Device::Cpu)?,
+            );
+            offset += n;
+        }
+        Ok(out)
+    }
+
+    /// Restores the moments saved by [`AdamW::state_tensors`] and the step count. A sharded
+    /// optimizer takes its own block's file, or per-name moments (from which it keeps its block).
     pub fn load_state(
         &mut self,
         mut tensors: BTreeMap<String, Tensor>,
         steps: u64,
     ) -> Result<(), String> {
+        if self.shard.is_some() {
+            self.load_block(tensors)?;
+            self.steps = steps;
+            return Ok(());
+        }
         for ((name, p, _), moments) in self.params.iter().zip(self.moments.iter_mut()) {
             let mut take = |suffix: &str| -> Result<Tensor, String> {
                 let key = format!("{name}.{suffix}");
@@ -264,13 +437,56 @@ impl AdamW {
     }
 }
 
+impl AdamW {
+    fn load_block(&mut self, mut tensors: BTreeMap<String, Tensor>) -> Result<(), String> {
+        let flat = |t: Tensor| -> Result<Vec<f32>, String> {
+            t.flatten_all()
+                .and_then(|t| t.to_dtype(DType::F32)?.to_vec1())
+                .map_err(|e| e.to_string())
+        };
+        let (m, v) = match (tensors.remove(SHARD_M), tensors.remove(SHARD_V)) {
+            (Some(m), Some(v)) => (flat(m)?, flat(v)?),
+            _ => {
+                // Per-name moments: lay them end to end and keep this rank's block.
+                let (mut m, mut v) = (Vec::new(), Vec::new());
+                for (name, p, _) in &self.params {
+                    for (suffix, out) in [("exp_avg", &mut m), ("exp_avg_sq", &mut v)] {
+                        let key = format!("{name}.{suffix}");
+                        let t =
+                            tensors.remove(&key).ok_or_else(|| format!("`{key}` is missing"))?;
+                        if t.dims() != p.dims() {
+                            return Err(format!(
+                                "`{key}` has shape {:?}, the weight {:?}",
+                                t.dims(),
+                                p.dims()
+                            ));
+                        }
+                        out.extend(flat(t)?);
+                    }
+                }
+                let range = self.shard.as_ref().map(|s| s.range.clone()).unwrap_or_default();
+                (m[range.clone()].to_vec(), v[range].to_vec())
+            }
+        };
+        let Some(shard) = &mut self.shard else { return Err("not sharded".into()) };
+        if m.len() != shard.range.len() || v.len() != shard.range.len() {
+            return Err(format!(
+                "optimizer block of {} and {} moments for a block of {} weights",
+                m.len(),
+                v.len(),
+                shard.range.len()
+            ));
+        }
+        (shard.m, shard.v) = (m, v);
+        Ok(())
+    }
+}
+
 /// Elements of a weight one thread updates at a time.
 const CHUNK: usize = 1 << 15;
 
-/// The in-place AdamW update of one f32 weight on the CPU, given its gradient.
-struct AdamKernel<'a> {
-    m: RefCell<&'a mut Vec<f32>>,
-    v: RefCell<&'a mut Vec<f32>>,
+/// The constants of one weight's update, in the f32 the update runs in.
+struct AdamConsts {
     /// `1 − lr·λ` (1 without decay).
     decay: f32,
     b1: f32,
@@ -280,6 +496,48 @@ struct AdamKernel<'a> {
     lr: f32,
     eps: f32,
     grad_scale: f32,
+}
+
+impl AdamConsts {
+    /// For optimizer step `steps` (1-based) with learning rate `lr` and weight decay `decay`.
+    fn new(cfg: &OptimConfig, steps: u64, lr: f64, decay: f64, grad_scale: f64) -> Self {
+        let t = steps as i32;
+        Self {
+            decay: (1.0 - lr * decay) as f32,
+            b1: cfg.beta1 as f32,
+            b2: cfg.beta2 as f32,
+            bc1: (1.0 - cfg.beta1.powi(t)) as f32,
+            bc2: (1.0 - cfg.beta2.powi(t)) as f32,
+            lr: lr as f32,
+            eps: cfg.eps as f32,
+            grad_scale: grad_scale as f32,
+        }
+    }
+}
+
+/// AdamW on slices of weights, moments and gradients of one weight (split across threads).
+fn adam_update(theta: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamConsts) {
+    let AdamConsts { decay, b1, b2, bc1, bc2, lr, eps, grad_scale: scale } = *c;
+    theta
+        .par_chunks_mut(CHUNK)
+        .zip(m.par_chunks_mut(CHUNK))
+        .zip(v.par_chunks_mut(CHUNK))
+        .zip(g.par_chunks(CHUNK))
+        .for_each(|(((theta, m), v), g)| {
+            for (((theta, m), v), g) in theta.iter_mut().zip(m).zip(v).zip(g) {
+                let g = g * scale;
+                *m = b1 * *m + (1.0 - b1) * g;
+                *v = b2 * *v + (1.0 - b2) * g * g;
+                *theta = *theta * decay - lr * (*m / bc1) / ((*v / bc2).sqrt() + eps);
+            }
+        });
+}
+
+/// The in-place AdamW update of one f32 weight on the CPU, given its gradient.
+struct AdamKernel<'a> {
+    m: RefCell<&'a mut Vec<f32>>,
+    v: RefCell<&'a mut Vec<f32>>,
+    c: AdamConsts,
 }
 
 impl InplaceOp2 for AdamKernel<'_> {
@@ -305,21 +563,7 @@ impl InplaceOp2 for AdamKernel<'_> {
         }
         let theta = &mut theta[l1.start_offset()..l1.start_offset() + n];
         let g = &g[l2.start_offset()..l2.start_offset() + n];
-        let (decay, b1, b2, bc1, bc2, lr, eps, scale) =
-            (self.decay, self.b1, self.b2, self.bc1, self.bc2, self.lr, self.eps, self.grad_scale);
-        theta
-            .par_chunks_mut(CHUNK)
-            .zip(m.par_chunks_mut(CHUNK))
-            .zip(v.par_chunks_mut(CHUNK))
-            .zip(g.par_chunks(CHUNK))
-            .for_each(|(((theta, m), v), g)| {
-                for (((theta, m), v), g) in theta.iter_mut().zip(m).zip(v).zip(g) {
-                    let g = g * scale;
-                    *m = b1 * *m + (1.0 - b1) * g;
-                    *v = b2 * *v + (1.0 - b2) * g * g;
-                    *theta = *theta * decay - lr * (*m / bc1) / ((*v / bc2).sqrt() + eps);
-                }
-            });
+        adam_update(theta, m.as_mut_slice(), v.as_mut_slice(), g, &self.c);
         Ok(())
     }
 }

@@ -65,6 +65,9 @@ pub struct RoleConfig {
     pub keep_weights: usize,
     /// Give up waiting for a batch after this many seconds (0: wait forever).
     pub batch_timeout_s: f64,
+    /// With several ranks, shard the optimizer moments across them (each keeps 1/N; a step
+    /// reduce-scatters the gradients and all-gathers the weights). Needs f32 weights on the CPU.
+    pub shard_optimizer: bool,
 }
 
 impl Default for RoleConfig {
@@ -75,6 +78,7 @@ impl Default for RoleConfig {
             checkpoint_every: 10,
             keep_weights: 3,
             batch_timeout_s: 0.0,
+            shard_optimizer: false,
         }
     }
 }
@@ -162,6 +166,10 @@ pub struct RlSummary {
     pub steps: u64,
     /// Whether the run stopped early (asked to).
     pub stopped: bool,
+    /// Bytes of optimizer state this rank held.
+    pub optimizer_state_bytes: usize,
+    /// Ranks the optimizer state was sharded over (1: not sharded).
+    pub optimizer_shards: usize,
 }
 
 /// Runs the RL trainer. On `resume`, continues after the newest complete checkpoint.
@@ -190,6 +198,15 @@ pub fn run(
         let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
         trainer = trainer.with_lora(lora)?;
     }
+    if cfg.trainer.shard_optimizer && collective.world_size() > 1 {
+        trainer = trainer.with_sharded_optimizer()?;
+    }
+    let summary = |trainer: &Trainer<'_>, stopped: bool| RlSummary {
+        steps: trainer.step,
+        stopped,
+        optimizer_state_bytes: trainer.optimizer().state_bytes(),
+        optimizer_shards: trainer.optimizer().shards(),
+    };
     if resume && let Some(state) = trainer.resume_from(&ckpt_root)? {
         tracing::info!("trainer resumed from checkpoint step {}", state.step);
         // The servers restart from the base model: publish the resumed weights again if they
@@ -210,10 +227,8 @@ pub fn run(
         match wait_for_batch(&dir, cfg.trainer.batch_timeout_s, collective, hooks)? {
             Wait::Ready => {}
             Wait::Stop => {
-                if is_lead {
-                    save_checkpoint(&trainer)?;
-                }
-                return Ok(RlSummary { steps: trainer.step, stopped: true });
+                save_checkpoint(&trainer)?;
+                return Ok(summary(&trainer, true));
             }
             Wait::TimedOut => {
                 return Err(TrainError::Data(format!(
@@ -250,15 +265,15 @@ pub fn run(
             crate::sft::append_metrics(&metrics_path, &MetricsLine::Trainer(line))?;
             publish_weights(&trainer, &weights)?;
             prune_weights(&run, step, cfg.trainer.keep_weights)?;
-            let last = step == cfg.trainer.steps;
-            let every = cfg.trainer.checkpoint_every;
-            if last || (every > 0 && step.is_multiple_of(every)) {
-                save_checkpoint(&trainer)?;
-            }
+        }
+        let last = step == cfg.trainer.steps;
+        let every = cfg.trainer.checkpoint_every;
+        if last || (every > 0 && step.is_multiple_of(every)) {
+            save_checkpoint(&trainer)?;
         }
         hooks.on_step(&report, &weights);
     }
-    Ok(RlSummary { steps: trainer.step, stopped: false })
+    Ok(summary(&trainer, false))
 }
 
 enum Wait {

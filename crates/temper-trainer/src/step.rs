@@ -148,6 +148,15 @@ impl<'c> Trainer<'c> {
         Ok(self)
     }
 
+    /// Shards the optimizer state over the collective's ranks: each keeps the moments of 1/N
+    /// of the trained weights, and a step reduce-scatters the gradients, updates its block and
+    /// all-gathers the weights. The weights must be f32 on the CPU; the moments start over.
+    pub fn with_sharded_optimizer(mut self) -> Result<Self, TrainError> {
+        let (rank, world) = (self.collective.rank(), self.collective.world_size());
+        self.optimizer = AdamW::sharded(self.trainable(), *self.optimizer.config(), rank, world)?;
+        Ok(self)
+    }
+
     /// The LoRA adapters, when training them.
     pub fn lora(&self) -> Option<&Lora> {
         self.lora.as_ref()
@@ -236,17 +245,41 @@ impl<'c> Trainer<'c> {
     }
 
     /// Loads the newest complete checkpoint under `root` (trained weights, optimizer moments,
-    /// counters) and returns its state, or `None` when there is none.
+    /// counters) and returns its state, or `None` when there is none. Every rank reads the same
+    /// checkpoint; sharded moments are read as this rank's file when the checkpoint was sharded
+    /// the same way, and otherwise laid end to end from every rank's file and re-split.
     pub fn resume_from(
         &mut self,
         root: &std::path::Path,
     ) -> Result<Option<crate::checkpoint::TrainerState>, TrainError> {
+        use crate::checkpoint::{load_optimizer, optimizer_shard_file};
         let Some(step) = crate::checkpoint::latest(root)? else { return Ok(None) };
         let device = self.policy.model.device().clone();
         let loaded = crate::checkpoint::load(root, step, &device)?;
         self.load_trainable(&loaded.model)?;
+        let saved = loaded.state.optimizer_shards;
+        let moments = if saved <= 1 {
+            loaded.optimizer
+        } else if saved == self.optimizer.shards() {
+            load_optimizer(root, step, &optimizer_shard_file(self.collective.rank()))?
+        } else {
+            let (mut m, mut v) = (Vec::new(), Vec::new());
+            for rank in 0..saved {
+                let mut file = load_optimizer(root, step, &optimizer_shard_file(rank))?;
+                for (key, out) in [("shard.exp_avg", &mut m), ("shard.exp_avg_sq", &mut v)] {
+                    let t = file.remove(key).ok_or_else(|| {
+                        TrainError::Checkpoint(format!(
+                            "{} lacks `{key}`",
+                            optimizer_shard_file(rank)
+                        ))
+                    })?;
+                    out.extend(t.flatten_all()?.to_vec1::<f32>()?);
+                }
+            }
+            self.optimizer.unflatten_state(&m, &v)?
+        };
         self.optimizer
-            .load_state(loaded.optimizer, loaded.state.optimizer_steps)
+            .load_state(moments, loaded.state.optimizer_steps)
             .map_err(TrainError::Checkpoint)?;
         self.step = loaded.state.step;
         self.skipped_steps = loaded.state.skipped_steps;
@@ -254,7 +287,8 @@ impl<'c> Trainer<'c> {
     }
 
     /// Writes a checkpoint of the current step under `root` (keeping the newest `keep`), with
-    /// the data position `samples_seen` and `data_seed`.
+    /// the data position `samples_seen` and `data_seed`. Every rank calls it: rank 0 writes the
+    /// checkpoint and, with a sharded optimizer, every rank its block of the moments.
     pub fn save_checkpoint(
         &self,
         root: &std::path::Path,
@@ -262,21 +296,45 @@ impl<'c> Trainer<'c> {
         data_seed: u64,
         keep: usize,
     ) -> Result<std::path::PathBuf, TrainError> {
+        use crate::checkpoint::{begin, commit, optimizer_shard_file, step_dir, write_optimizer};
+        let lead = self.collective.rank() == 0;
+        let shards = self.optimizer.shards();
         let state = crate::checkpoint::TrainerState {
             step: self.step,
             samples_seen,
             skipped_steps: self.skipped_steps,
             data_seed,
             optimizer_steps: self.optimizer.steps(),
+            optimizer_shards: shards,
         };
-        crate::checkpoint::save(
-            root,
-            &state,
-            &self.trainable_tensors(),
-            &self.policy.model.config().to_hf_json(),
-            &self.optimizer.state_tensors(),
-            keep,
-        )
+        if shards <= 1 {
+            if !lead {
+                return Ok(step_dir(root, self.step));
+            }
+            return crate::checkpoint::save(
+                root,
+                &state,
+                &self.trainable_tensors(),
+                &self.policy.model.config().to_hf_json(),
+                &self.optimizer.state_tensors(),
+                keep,
+            );
+        }
+        let barrier = || self.collective.all_reduce_f64(&mut [0.0]);
+        let tmp = if lead {
+            begin(root, self.step)?
+        } else {
+            root.join(format!("step_{}.tmp", self.step))
+        };
+        barrier()?;
+        let mine = optimizer_shard_file(self.collective.rank());
+        write_optimizer(&tmp, &mine, &self.optimizer.state_tensors())?;
+        barrier()?;
+        if !lead {
+            return Ok(step_dir(root, self.step));
+        }
+        let model = self.trainable_tensors();
+        commit(root, &tmp, &state, &model, &self.policy.model.config().to_hf_json(), keep)
     }
 
     /// The learning rate of the next step.
@@ -391,14 +449,31 @@ impl<'c> Trainer<'c> {
                 .map(|(_, p)| p.as_tensor().zeros_like())
                 .collect::<candle_core::Result<Vec<_>>>()?,
         };
-        self.collective.all_reduce_sum(&mut grads)?;
+        let sharded = self.optimizer.shards() > 1;
+        let block = if sharded {
+            let mut flat = Vec::with_capacity(self.optimizer.flat_len());
+            for g in &grads {
+                flat.extend(g.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+            }
+            Some(self.collective.reduce_scatter_f32(&flat)?)
+        } else {
+            self.collective.all_reduce_sum(&mut grads)?;
+            None
+        };
         let mut scalars = vec![sums[0], sums[1], sums[2]];
         scalars.extend(stats.to_vec());
+        if let Some(b) = &block {
+            // The block's share of the squared gradient norm, summed with the others'.
+            scalars.push(b.iter().map(|&x| f64::from(x) * f64::from(x)).sum());
+        }
         self.collective.all_reduce_f64(&mut scalars)?;
+        let norm = match block {
+            Some(_) => scalars.pop().unwrap_or(0.0).sqrt(),
+            None => grad_norm(&grads)?,
+        };
         let stats = LossStats::from_slice(&scalars[3..]);
         let n = total_loss_tokens.max(1.0);
         let loss = scalars[0] / n;
-        let norm = grad_norm(&grads)?;
         let lr = self.next_lr();
         self.step += 1;
         let skipped = if !loss.is_finite() {
@@ -413,7 +488,14 @@ impl<'c> Trainer<'c> {
             tracing::warn!("step {}: update skipped: {why}", self.step);
         } else {
             let scale = clip_scale(norm, self.optimizer.config().max_grad_norm);
-            self.optimizer.step_scaled(&grads, lr, scale)?;
+            match &block {
+                Some(b) => {
+                    let mine = self.optimizer.step_block(b, lr, scale)?;
+                    let all = self.collective.all_gather_f32(&mine, self.optimizer.flat_len())?;
+                    self.optimizer.set_flat(&all)?;
+                }
+                None => self.optimizer.step_scaled(&grads, lr, scale)?,
+            }
         }
         Ok(StepReport {
             step: self.step,

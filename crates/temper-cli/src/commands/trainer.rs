@@ -42,6 +42,19 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     } else {
         tokio::task::spawn_blocking(move || train(&Single)).await??
     };
+    if placement.world_size > 1 {
+        say(format!(
+            "trainer rank {}: optimizer state {} bytes ({}), peak memory {}",
+            placement.rank,
+            summary.optimizer_state_bytes,
+            if summary.optimizer_shards > 1 {
+                format!("sharded over {} ranks", summary.optimizer_shards)
+            } else {
+                "a full copy".to_owned()
+            },
+            peak_memory().map_or("unknown".to_owned(), |kib| format!("{} MiB", kib / 1024))
+        ));
+    }
     if placement.rank == 0 {
         if summary.stopped {
             println!("trainer stopped after step {} (checkpoint written)", summary.steps);
@@ -72,15 +85,15 @@ async fn ranks(
             mpi.world_size()
         );
     }
-    eprintln!("trainer: rank {} of {} on {}", mpi.rank(), mpi.world_size(), Mpi::node_name());
+    say(format!("trainer: rank {} of {} on {}", mpi.rank(), mpi.world_size(), Mpi::node_name()));
     match tokio::task::spawn_blocking(move || train(&mpi)).await {
         Ok(Ok(summary)) => Ok(summary),
         Ok(Err(e)) => {
-            eprintln!("error: trainer rank {}: {e:#}", mpi.rank());
+            say(format!("error: trainer rank {}: {e:#}", mpi.rank()));
             mpi.abort(1)
         }
         Err(e) => {
-            eprintln!("error: trainer rank {} panicked: {e}", mpi.rank());
+            say(format!("error: trainer rank {} panicked: {e}", mpi.rank()));
             mpi.abort(1)
         }
     }
@@ -97,6 +110,21 @@ async fn ranks(
         placement.launcher,
         placement.rank
     )
+}
+
+/// Writes `line` to stderr in one write, so that ranks sharing a terminal or log do not
+/// interleave within a line.
+fn say(mut line: String) {
+    use std::io::Write;
+    line.push('\n');
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// This process's peak resident memory in KiB (Linux's `VmHWM`).
+fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 struct Lines {

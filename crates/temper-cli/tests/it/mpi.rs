@@ -91,13 +91,28 @@ fn write_batches(run: &Path, world: usize) {
     }
 }
 
-fn mpirun(np: usize, config: &Path) -> Command {
+fn mpirun(np: usize, config: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
         .arg(env!("CARGO_BIN_EXE_temper"))
         .arg("trainer")
-        .arg(config);
+        .arg(config)
+        .args(extra);
     cmd
+}
+
+/// The optimizer-state bytes each rank reported, by rank.
+fn state_bytes(stderr: &str) -> Vec<u64> {
+    let mut out: Vec<(u64, u64)> = stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("trainer rank ")?;
+            let (rank, rest) = rest.split_once(": optimizer state ")?;
+            Some((rank.parse().ok()?, rest.split(' ').next()?.parse().ok()?))
+        })
+        .collect();
+    out.sort_unstable();
+    out.into_iter().map(|(_, b)| b).collect()
 }
 
 /// Runs `cmd` to the end, failing the test past `limit`.
@@ -158,27 +173,52 @@ fn two_mpi_ranks_publish_the_weights_one_process_does() {
     one.arg("trainer").arg(&single);
     let out = finish(one, Duration::from_secs(120));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reference = weights(&dir.path().join("single"), STEPS);
+    // The steps did move the weights (a run that ignored its batches would also agree).
+    let moved = max_relative_difference(&reference, &weights(&dir.path().join("single"), 1));
+    assert!(moved > 1e-4, "the weights barely moved between steps 1 and {STEPS}: {moved:e}");
+    let single_losses = losses(&dir.path().join("single"));
+    assert_eq!(single_losses.len(), STEPS as usize);
 
-    let two = trainer_config(dir.path(), "two", "");
-    write_batches(&dir.path().join("two"), 2);
-    let out = finish(mpirun(2, &two), Duration::from_secs(120));
+    let mut bytes = Vec::new();
+    for (run, extra) in [("full", ""), ("sharded", "shard_optimizer = true")] {
+        let config = trainer_config(dir.path(), run, extra);
+        write_batches(&dir.path().join(run), 2);
+        let out = finish(mpirun(2, &config, &[]), Duration::from_secs(120));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{run}: {err}");
+        assert!(err.contains("rank 1 of 2"), "{err}");
+        let diff = max_relative_difference(&reference, &weights(&dir.path().join(run), STEPS));
+        assert!(diff <= 1e-6, "{run}: weights differ from one process's by {diff:e} relative");
+        let run_losses = losses(&dir.path().join(run));
+        assert_eq!(run_losses.len(), STEPS as usize, "{run}: only rank 0 writes metrics");
+        for (x, y) in single_losses.iter().zip(&run_losses) {
+            assert!((x - y).abs() <= 1e-6 * x.abs().max(1e-6), "{single_losses:?} {run_losses:?}");
+        }
+        bytes.push(state_bytes(&err));
+    }
+    // With sharded state each rank holds half the moments (to one element).
+    let (full, sharded) = (&bytes[0], &bytes[1]);
+    assert_eq!(full.len(), 2, "{bytes:?}");
+    assert_eq!(full[0], full[1]);
+    assert_eq!(sharded.len(), 2, "{bytes:?}");
+    assert_eq!(sharded[0] + sharded[1], full[0]);
+    assert!(sharded[0].abs_diff(sharded[1]) <= 8, "{bytes:?}");
+
+    // Stopped after step 2 and resumed by both ranks from the same (sharded) checkpoint, the
+    // run ends where the uninterrupted one did.
+    let config = trainer_config(dir.path(), "resumed", "shard_optimizer = true");
+    write_batches(&dir.path().join("resumed"), 2);
+    let out = finish(mpirun(2, &config, &["--set", "trainer.steps=2"]), Duration::from_secs(120));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ckpt = dir.path().join("resumed/checkpoints/trainer/step_2");
+    assert!(ckpt.join("optimizer.rank_1.safetensors").is_file(), "{}", ckpt.display());
+    let out = finish(mpirun(2, &config, &["--resume"]), Duration::from_secs(120));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("rank 1 of 2"), "{err}");
-
-    let (a, b) =
-        (weights(&dir.path().join("single"), STEPS), weights(&dir.path().join("two"), STEPS));
-    let diff = max_relative_difference(&a, &b);
-    assert!(diff <= 1e-6, "weights differ by {diff:e} relative");
-    // The steps did move the weights (a run that ignored its batches would also agree).
-    let moved = max_relative_difference(&a, &weights(&dir.path().join("single"), 1));
-    assert!(moved > 1e-4, "the weights barely moved between steps 1 and {STEPS}: {moved:e}");
-    let (la, lb) = (losses(&dir.path().join("single")), losses(&dir.path().join("two")));
-    assert_eq!(la.len(), STEPS as usize);
-    assert_eq!(lb.len(), STEPS as usize, "only rank 0 writes metrics");
-    for (x, y) in la.iter().zip(&lb) {
-        assert!((x - y).abs() <= 1e-6 * x.abs().max(1e-6), "losses {la:?} and {lb:?}");
-    }
+    assert!(err.contains("steps 3 to 3"), "{err}");
+    let diff = max_relative_difference(&reference, &weights(&dir.path().join("resumed"), STEPS));
+    assert!(diff <= 1e-6, "resumed: weights differ from one process's by {diff:e} relative");
 }
 
 #[test]
@@ -190,7 +230,7 @@ fn a_failing_rank_ends_the_mpi_job() {
     // Step 2's batch for rank 1 is cut short: rank 1 fails there while rank 0 could go on.
     std::fs::write(run.join("rollouts/step_2/rank_1.json"), b"{\"schema_version\": 1,").unwrap();
     let started = Instant::now();
-    let out = finish(mpirun(2, &config), Duration::from_secs(90));
+    let out = finish(mpirun(2, &config, &[]), Duration::from_secs(90));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("trainer rank 1") && err.contains("rank_1.json"), "{err}");
