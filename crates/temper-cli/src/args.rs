@@ -390,7 +390,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct RlArgs {
     /// The TOML config: [model], [inference], [orchestrator], [[env]], [trainer], [optim],
-    /// [schedule], [loss], [lora], [output], [warmup].
+    /// [schedule], [loss], [lora], [output], [warmup], [launch].
     pub config: PathBuf,
 
     #[command(flatten)]
@@ -400,6 +400,12 @@ pub struct RlArgs {
     /// environment) and exit without starting anything.
     #[arg(long)]
     pub check: bool,
+
+    /// Submit the run as a Slurm job instead of running it here: writes OUTPUT_DIR.sbatch
+    /// (nodes from [launch], output to OUTPUT_DIR.slurm-JOBID.out), submits it with sbatch
+    /// and prints the job id. Inside the job, `temper rl` places each role as a job step.
+    #[arg(long, conflicts_with = "check")]
+    pub slurm: bool,
 }
 
 /// `temper trainer`.

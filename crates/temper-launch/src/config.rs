@@ -16,7 +16,7 @@ use crate::LaunchError;
 use crate::settings;
 
 /// The launcher's own sections.
-const OWN_SECTIONS: &[&str] = &["warmup"];
+const OWN_SECTIONS: &[&str] = &["warmup", "launch"];
 
 /// The top-level fields (TOML sections) of the config type `T`, as serde's derive declares them.
 pub fn sections_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
@@ -64,6 +64,8 @@ pub struct RlPlan {
     /// The SFT config that makes the model when `model.path` does not exist yet (relative to
     /// the RL config's folder).
     pub warmup: Option<PathBuf>,
+    /// `[launch]`: how many of each role and where they run.
+    pub launch: crate::LaunchConfig,
     /// The whole config with overrides applied, as TOML.
     pub resolved: String,
 }
@@ -128,8 +130,15 @@ impl RlPlan {
                 Some(path.parent().unwrap_or(Path::new(".")).join(w.sft))
             }
         };
+        let launch: crate::LaunchConfig = match table.get("launch") {
+            None => crate::LaunchConfig::default(),
+            Some(l) => {
+                l.clone().try_into().map_err(|e: toml::de::Error| bad(format!("[launch] {e}")))?
+            }
+        };
+        launch.validate().map_err(bad)?;
         let resolved = settings::resolved(table);
-        Ok(RlPlan { path: path.to_owned(), trainer, orchestrator, warmup, resolved })
+        Ok(RlPlan { path: path.to_owned(), trainer, orchestrator, warmup, launch, resolved })
     }
 }
 

@@ -14,6 +14,7 @@
 //! a server or sees an environment: the processes it starts do that.
 
 pub mod config;
+pub mod placement;
 pub mod process;
 pub mod settings;
 pub mod supervise;
@@ -25,6 +26,7 @@ use temper_protocol::run_dir;
 use tokio::process::Command;
 
 pub use config::RlPlan;
+pub use placement::{LaunchConfig, Placer};
 pub use process::Proc;
 pub use supervise::{Outcome, Quiet, RunHooks};
 
@@ -69,6 +71,14 @@ pub enum LaunchError {
     /// The trainer's checkpoints could not be read.
     #[error(transparent)]
     Trainer(#[from] temper_trainer::TrainError),
+    /// The roles cannot be placed as `[launch]` asks.
+    #[error("{}: {message}", path.display())]
+    Placement {
+        /// The config file.
+        path: PathBuf,
+        /// Why, naming the field or the missing program.
+        message: String,
+    },
     /// A role's config could not be written as TOML.
     #[error("cannot write the {role}'s config: {source}")]
     WriteConfig {
@@ -95,7 +105,7 @@ pub enum LaunchError {
     #[error("cannot start the {role}: {source}")]
     Spawn {
         /// The role.
-        role: &'static str,
+        role: String,
         /// What the system said.
         source: std::io::Error,
     },
@@ -106,7 +116,7 @@ pub enum LaunchError {
     #[error("the {role} stopped ({status}); the run is stopped. Last lines of {}:\n{tail}", log.display())]
     RoleFailed {
         /// The role.
-        role: &'static str,
+        role: String,
         /// How it ended.
         status: ExitStatus,
         /// Its log file.
@@ -135,6 +145,8 @@ pub struct LaunchOptions {
     pub resume: bool,
     /// Delete the run directory first if it holds an earlier run.
     pub clean: bool,
+    /// Whether the binary can run several trainer ranks (built with the `mpi` feature).
+    pub mpi: bool,
 }
 
 /// Runs `plan` to the end (see the crate's documentation).
@@ -143,11 +155,30 @@ pub async fn launch(
     opts: &LaunchOptions,
     hooks: &mut dyn RunHooks,
 ) -> Result<Outcome, LaunchError> {
-    let RlPlan { path, trainer, mut orchestrator, warmup, resolved } = plan;
+    let RlPlan { path, trainer, mut orchestrator, warmup, launch: place, resolved } = plan;
     let bad = |message: String| LaunchError::Config { path: path.clone(), message };
     let Some(model) = trainer.model.path.clone() else {
         return Err(bad("[model] path is required".into()));
     };
+    let placement_error = |message: String| LaunchError::Placement { path: path.clone(), message };
+    place.validate().map_err(placement_error)?;
+    if place.trainer_ranks > 1 && !opts.mpi {
+        return Err(placement_error(format!(
+            "launch.trainer_ranks = {} needs temper built with the `mpi` feature (cargo build --release --features mpi, with Open MPI installed)",
+            place.trainer_ranks
+        )));
+    }
+    if orchestrator.orchestrator.world_size != 1
+        && orchestrator.orchestrator.world_size as usize != place.trainer_ranks
+    {
+        return Err(placement_error(format!(
+            "orchestrator.world_size ({}) differs from launch.trainer_ranks ({}); set launch.trainer_ranks only",
+            orchestrator.orchestrator.world_size, place.trainer_ranks
+        )));
+    }
+    orchestrator.orchestrator.world_size = place.trainer_ranks as u32;
+    let placer = Placer::from_env(place.placement).map_err(placement_error)?;
+    let nodes = placer.assign(&place);
     let dir = trainer.output.dir.clone();
     prepare_dir(&dir, opts.resume, opts.clean)?;
     if !model.exists() {
@@ -169,21 +200,54 @@ pub async fn launch(
     } else {
         0
     };
+    if let Placer::Slurm { job, .. } = &placer {
+        hooks.on_notice(&format!(
+            "Slurm job {job}: inference on {}, trainer ({} ranks) on {}, orchestrator on {}{}",
+            nodes.inference.join(","),
+            place.trainer_ranks,
+            nodes.trainer.join(","),
+            nodes.orchestrator,
+            if nodes.shared {
+                " (the allocation has fewer nodes than asked for: roles share them)"
+            } else {
+                ""
+            }
+        ));
+    }
     let mut procs: Vec<Proc> = Vec::new();
     let result = async {
+        let exe = &opts.exe;
         if orchestrator.inference.base_urls.is_empty() {
-            let addr = process::free_addr(&orchestrator.inference.addr)?;
-            let mut cmd = Command::new(&opts.exe);
-            cmd.args(["inference", "serve", "--addr", &addr, "--served-model-name"])
-                .arg(&orchestrator.inference.model_name)
-                .arg("--model")
-                .arg(&model)
-                .args(["--max-running", &orchestrator.inference.max_running.to_string()]);
-            if let Some(dtype) = &trainer.model.dtype {
-                cmd.args(["--dtype", dtype]);
+            for (i, node) in nodes.inference.iter().enumerate() {
+                let local = process::free_addr(&orchestrator.inference.addr)?;
+                let (bind, url) = match &placer {
+                    Placer::Local => (local.clone(), format!("http://{local}/v1")),
+                    Placer::Slurm { .. } => {
+                        let port = local.rsplit(':').next().unwrap_or("0").to_owned();
+                        (format!("0.0.0.0:{port}"), format!("http://{node}:{port}/v1"))
+                    }
+                };
+                let mut args: Vec<String> = ["inference", "serve", "--addr", &bind]
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                args.extend([
+                    "--served-model-name".into(),
+                    orchestrator.inference.model_name.clone(),
+                ]);
+                args.extend(["--model".into(), model.to_string_lossy().into_owned()]);
+                args.extend([
+                    "--max-running".into(),
+                    orchestrator.inference.max_running.to_string(),
+                ]);
+                if let Some(dtype) = &trainer.model.dtype {
+                    args.extend(["--dtype".into(), dtype.clone()]);
+                }
+                let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
+                let cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
+                procs.push(Proc::spawn(role, true, cmd, &dir)?);
+                orchestrator.inference.base_urls.push(url);
             }
-            procs.push(Proc::spawn("inference", cmd, &dir)?);
-            orchestrator.inference.base_urls = vec![format!("http://{addr}/v1")];
         }
         orchestrator.validate()?;
         write_config(&dir.join("config.toml"), Ok(resolved), "launcher")?;
@@ -193,18 +257,30 @@ pub async fn launch(
             toml::to_string_pretty(&orchestrator),
             "orchestrator",
         )?;
-        let mut cmd = Command::new(&opts.exe);
-        cmd.arg("trainer").arg(dir.join("trainer.toml"));
+        let mut args =
+            vec!["trainer".to_owned(), dir.join("trainer.toml").to_string_lossy().into_owned()];
         if resume_step > 0 {
-            cmd.arg("--resume");
+            args.push("--resume".into());
         }
-        procs.push(Proc::spawn("trainer", cmd, &dir)?);
-        let mut cmd = Command::new(&opts.exe);
-        cmd.arg("orchestrator").arg(dir.join("orchestrator.toml"));
+        let cmd = placer.command(
+            "trainer",
+            exe,
+            &args,
+            &nodes.trainer,
+            place.trainer_ranks,
+            &place.srun_mpi,
+        );
+        procs.push(Proc::spawn("trainer".into(), false, cmd, &dir)?);
+        let mut args = vec![
+            "orchestrator".to_owned(),
+            dir.join("orchestrator.toml").to_string_lossy().into_owned(),
+        ];
         if opts.resume {
-            cmd.args(["--resume-step", &resume_step.to_string()]);
+            args.extend(["--resume-step".into(), resume_step.to_string()]);
         }
-        procs.push(Proc::spawn("orchestrator", cmd, &dir)?);
+        let node = std::slice::from_ref(&nodes.orchestrator);
+        let cmd = placer.command("orchestrator", exe, &args, node, 1, "");
+        procs.push(Proc::spawn("orchestrator".into(), false, cmd, &dir)?);
         supervise::supervise(&mut procs, &dir, hooks).await
     }
     .await;
@@ -233,7 +309,7 @@ async fn run_warmup(exe: &Path, sft: &Path, model: &Path) -> Result<(), LaunchEr
         .arg("--resume")
         .status()
         .await
-        .map_err(|source| LaunchError::Spawn { role: "SFT warmup", source })?;
+        .map_err(|source| LaunchError::Spawn { role: "SFT warmup".into(), source })?;
     if !status.success() {
         return Err(LaunchError::Warmup(format!("failed ({status})")));
     }

@@ -13,8 +13,8 @@ use tokio::process::{Child, Command};
 
 use crate::LaunchError;
 
-/// Set by the launcher on the processes it starts: its pid. A process that finds its parent
-/// changed (the launcher died) exits, so nothing is left running ([`watch_parent`]).
+/// Set by the launcher on the processes it starts on its own machine: its pid. A process that
+/// finds the launcher gone exits, so nothing is left running ([`watch_parent`]).
 pub const SUPERVISOR_PID: &str = "TEMPER_SUPERVISOR_PID";
 /// temper's log filter (`tracing` syntax); the launcher sets `info` for its children unless it
 /// is set already.
@@ -23,8 +23,10 @@ pub const LOG: &str = "TEMPER_LOG";
 /// A child process of the run.
 #[derive(Debug)]
 pub struct Proc {
-    /// Its role (`inference`, `trainer`, `orchestrator`).
-    pub role: &'static str,
+    /// Its role (`inference`, `inference-1`, …, `trainer`, `orchestrator`).
+    pub role: String,
+    /// Whether it serves until stopped (an inference server): its exit ends the run.
+    pub serves: bool,
     child: Child,
     /// How it ended, once it has.
     pub status: Option<ExitStatus>,
@@ -35,7 +37,13 @@ pub struct Proc {
 impl Proc {
     /// Starts `cmd` as `role` in a process group of its own, appending its output to
     /// `DIR/logs/<role>.log`; lines with `WARN` or `ERROR` also reach this process's stderr.
-    pub fn spawn(role: &'static str, mut cmd: Command, dir: &Path) -> Result<Self, LaunchError> {
+    /// `serves`: it runs until stopped.
+    pub fn spawn(
+        role: String,
+        serves: bool,
+        mut cmd: Command,
+        dir: &Path,
+    ) -> Result<Self, LaunchError> {
         let log = dir.join("logs").join(format!("{role}.log"));
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -43,7 +51,6 @@ impl Proc {
             .open(&log)
             .map_err(|e| LaunchError::io(&log, e))?;
         cmd.process_group(0)
-            .env(SUPERVISOR_PID, std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -51,7 +58,10 @@ impl Proc {
         if std::env::var_os(LOG).is_none() {
             cmd.env(LOG, "info");
         }
-        let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { role, source })?;
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+        let mut child = cmd
+            .spawn()
+            .map_err(|source| LaunchError::Spawn { role: format!("{role} ({program})"), source })?;
         let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
             unreachable!("both streams are piped above");
         };
@@ -59,7 +69,7 @@ impl Proc {
         let file = std::sync::Arc::new(std::sync::Mutex::new(file));
         for stream in [Box::new(out) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(err)]
         {
-            let file = file.clone();
+            let (file, role) = (file.clone(), role.clone());
             tokio::spawn(async move {
                 let mut lines = tokio::io::BufReader::new(stream).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
@@ -74,7 +84,7 @@ impl Proc {
                 }
             });
         }
-        Ok(Self { role, child, status: None, log })
+        Ok(Self { role, serves, child, status: None, log })
     }
 
     /// Records the exit status if it has ended.
@@ -127,15 +137,26 @@ pub async fn stop_all(procs: &mut [Proc]) {
     }
 }
 
-/// In a process a launcher started ([`SUPERVISOR_PID`] set): exits as soon as the parent is no
-/// longer that launcher, so a killed launcher leaves nothing running. Otherwise does nothing.
+/// In a process a launcher started ([`SUPERVISOR_PID`] set): exits as soon as the launcher is
+/// gone, so a killed launcher leaves nothing running. A direct child watches its parent change
+/// (immune to pid reuse); one started through `mpirun` watches the launcher's pid. Otherwise
+/// does nothing.
 pub fn watch_parent() {
     let Some(pid) = std::env::var(SUPERVISOR_PID).ok().and_then(|p| p.parse::<u32>().ok()) else {
         return;
     };
+    let direct = std::os::unix::process::parent_id() == pid;
+    let gone = move || {
+        if direct {
+            std::os::unix::process::parent_id() != pid
+        } else {
+            let target = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+            matches!(nix::sys::signal::kill(target, None), Err(nix::errno::Errno::ESRCH))
+        }
+    };
     std::thread::spawn(move || {
         loop {
-            if std::os::unix::process::parent_id() != pid {
+            if gone() {
                 // stderr may be a pipe nobody reads any more: a failed write must not stop the
                 // exit (eprintln! would panic this thread and leave the process running).
                 let _ = writeln!(

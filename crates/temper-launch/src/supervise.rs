@@ -99,10 +99,10 @@ pub async fn supervise(
         for p in procs.iter_mut() {
             let ended = p.status.is_none().then(|| p.poll()).flatten();
             if let Some(status) = ended
-                && (p.role == "inference" || !status.success())
+                && (p.serves || !status.success())
             {
                 return Err(LaunchError::RoleFailed {
-                    role: p.role,
+                    role: p.role.clone(),
                     status,
                     log: p.log.clone(),
                     tail: p.log_tail(20),
@@ -126,7 +126,7 @@ pub async fn supervise(
                 MetricsLine::Sft(_) => {}
             }
         }
-        if procs.iter().filter(|p| p.role != "inference").all(|p| p.status.is_some()) {
+        if procs.iter().filter(|p| !p.serves).all(|p| p.status.is_some()) {
             break;
         }
         tokio::select! {

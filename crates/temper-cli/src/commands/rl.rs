@@ -9,6 +9,50 @@ use temper_protocol::metrics::{EvalScores, OrchestratorStep, REWARD_MEAN, Traine
 
 use crate::args::RlArgs;
 
+/// `temper rl CONFIG --slurm`: writes the run's sbatch script next to its run directory and
+/// submits it.
+fn submit(args: &RlArgs, plan: &RlPlan, exe: &std::path::Path) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    let run = cwd.join(&plan.trainer.output.dir);
+    let name = run.file_name().map_or("rl".into(), |n| n.to_string_lossy().into_owned());
+    let parent = run.parent().unwrap_or(&cwd);
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let script_path = parent.join(format!("{name}.sbatch"));
+    let output = parent.join(format!("{name}.slurm-%j.out"));
+    let mut rl_args = vec![cwd.join(&args.config).to_string_lossy().into_owned()];
+    for set in &args.run.set {
+        rl_args.extend(["--set".to_owned(), set.clone()]);
+    }
+    if args.run.resume {
+        rl_args.push("--resume".into());
+    }
+    if args.run.clean {
+        rl_args.push("--clean".into());
+    }
+    let script =
+        temper_launch::placement::sbatch_script(exe, &rl_args, &plan.launch, &output, &cwd);
+    std::fs::write(&script_path, script)
+        .with_context(|| format!("cannot write {}", script_path.display()))?;
+    let out =
+        std::process::Command::new("sbatch").arg("--parsable").arg(&script_path).output().context(
+            "cannot run sbatch (is this a Slurm login node? Debian: apt install slurm-client)",
+        )?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "sbatch {} failed: {}",
+            script_path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let job = stdout.trim().split(';').next().unwrap_or_default().to_owned();
+    println!("submitted Slurm job {job} ({})", script_path.display());
+    println!("  follow:  tail -f {}", output.display().to_string().replace("%j", &job));
+    println!("  status:  squeue -j {job}     stop: scancel {job}     continue later: --resume");
+    Ok(())
+}
+
 pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     let plan = RlPlan::load(&args.config, &args.run.set)?;
     let file = args.config.display().to_string();
@@ -57,11 +101,16 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     drop(envs);
+    let exe = std::env::current_exe().context("cannot find the temper binary")?;
+    if args.slurm {
+        return submit(&args, &plan, &exe);
+    }
     let (steps, dir) = (plan.trainer.trainer.steps, plan.trainer.output.dir.clone());
     let opts = LaunchOptions {
-        exe: std::env::current_exe().context("cannot find the temper binary")?,
+        exe,
         resume: args.run.resume,
         clean: args.run.clean,
+        mpi: cfg!(feature = "mpi"),
     };
     let mut lines = StepLines::new(steps);
     let outcome = temper_launch::launch(plan, &opts, &mut lines).await;

@@ -9,4 +9,6 @@ mod mpi;
 mod rl;
 mod sandbox;
 mod sft;
+#[cfg(feature = "mpi")]
+mod slurm;
 mod verify;

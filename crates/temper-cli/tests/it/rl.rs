@@ -34,7 +34,7 @@ num_examples = 0
 dir = "warm"
 "#;
 
-fn rl_config(dir: &Path, steps: u64) -> PathBuf {
+pub(crate) fn rl_config(dir: &Path, steps: u64) -> PathBuf {
     std::fs::write(
         dir.join("sft.toml"),
         SFT.replace("\"warm\"", &format!("{:?}", dir.join("warm"))),
@@ -72,7 +72,7 @@ dir = {:?}
     path
 }
 
-fn spawn_rl(config: &Path, extra: &[&str]) -> Child {
+pub(crate) fn spawn_rl(config: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_temper"))
         .arg("rl")
         .arg(config)
@@ -83,7 +83,7 @@ fn spawn_rl(config: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
-fn wait(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, String) {
+pub(crate) fn wait(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, String) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -100,7 +100,7 @@ fn wait(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, String
     }
 }
 
-fn metrics(run: &Path) -> Vec<Value> {
+pub(crate) fn metrics(run: &Path) -> Vec<Value> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -108,7 +108,7 @@ fn metrics(run: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn trainer_steps(run: &Path) -> Vec<u64> {
+pub(crate) fn trainer_steps(run: &Path) -> Vec<u64> {
     metrics(run)
         .iter()
         .filter(|l| l["role"] == "trainer")
@@ -124,13 +124,13 @@ fn pid_of(run: &Path, role: &str) -> Option<i32> {
 }
 
 /// Whether a process still runs (a zombie waiting for a reaper does not).
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
         .unwrap_or(false)
 }
 
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
@@ -201,7 +201,7 @@ fn a_killed_trainer_stops_the_run_and_leaves_nothing_running() {
 
 /// An environment a policy can learn in a few dozen steps from (almost) uniform: whatever the
 /// prompt, the reward is the LCS ratio of the raw completion to `eeeeeeee`.
-fn say_e_environment(dir: &Path) -> PathBuf {
+pub(crate) fn say_e_environment(dir: &Path) -> PathBuf {
     let env = dir.join("say-e");
     std::fs::create_dir_all(env.join("data")).unwrap();
     std::fs::write(
