@@ -4,11 +4,12 @@
 //! split into the trainer's and the orchestrator's configs by their types), prepares the run
 //! directory (refusing an earlier run unless told to resume or clean, [`rewind`]ing a resume to
 //! the trainer's newest checkpoint), runs the SFT warmup when the model does not exist yet,
-//! starts the inference server (unless the config names servers), the trainer and the
-//! orchestrator as processes of the same binary ([`process`]: own process groups, logs teed to
-//! `logs/<role>.log`, children that exit when the launcher dies), reports progress from
-//! `metrics.jsonl` ([`supervise`]) and stops everything when one fails, on Ctrl-C, or at the
-//! end.
+//! starts the inference servers (unless the config names servers), the trainer's ranks and the
+//! orchestrator as processes of the same binary, placed as `[launch]` says ([`placement`]: on
+//! this machine, or as job steps of a Slurm allocation), each supervised ([`process`]: own
+//! process groups, logs teed to `logs/<role>.log`, local children that exit when the launcher
+//! dies), reports progress from `metrics.jsonl` ([`supervise`]) and stops everything when one
+//! fails, on Ctrl-C, or at the end.
 //!
 //! This crate knows the roles' configs and the run directory; it never loads a model, talks to
 //! a server or sees an environment: the processes it starts do that.

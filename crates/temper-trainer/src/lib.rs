@@ -14,7 +14,8 @@
 //!   environment's examples; the trainer does not load environments).
 //! - [`rl`]: the RL trainer role (`temper trainer`), fed batches through the run directory.
 //! - [`checkpoint`]: saving and resuming.
-//! - [`collective`]: summing across data-parallel ranks.
+//! - [`collective`]: summing across data-parallel ranks (all-reduce, and the reduce-scatter and
+//!   all-gather of a sharded optimizer step); `mpi` (feature `mpi`) runs ranks as MPI processes.
 
 pub mod checkpoint;
 pub mod collective;
