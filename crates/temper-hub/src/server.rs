@@ -335,27 +335,22 @@ async fn limit_rate(State(hub): State<Hub>, req: Request, next: Next) -> Respons
 }
 
 async fn metrics(State(hub): State<Hub>) -> ApiResult<Response> {
+    use temper_protocol::exposition::{CONTENT_TYPE, Identity, Scrape};
     let (users, envs, versions) = hub.db.counts().await?;
     let c = &hub.counters;
-    let mut out = String::new();
-    let mut put = |name: &str, kind: &str, help: &str, v: f64| {
-        out.push_str(&format!(
-            "# HELP temper_hub_{name} {help}\n# TYPE temper_hub_{name} {kind}\n"
-        ));
-        out.push_str(&format!("temper_hub_{name} {v}\n"));
-    };
+    let mut s = Scrape::new("temper_hub", &Identity::of_process("hub"));
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-    put("requests_total", "counter", "HTTP requests", n(&c.requests));
-    put("publishes_total", "counter", "New versions published", n(&c.publishes));
-    put("publishes_unchanged_total", "counter", "Publishes of identical content", n(&c.unchanged));
-    put("publish_conflicts_total", "counter", "Publishes refused with 409", n(&c.conflicts));
-    put("publishes_refused_total", "counter", "Archives refused as invalid", n(&c.refused));
-    put("downloads_total", "counter", "Archives served", n(&c.downloads));
-    put("rate_limited_total", "counter", "Requests answered 429", n(&c.limited));
-    put("users", "gauge", "Users", users as f64);
-    put("environments", "gauge", "Environments", envs as f64);
-    put("versions", "gauge", "Published versions", versions as f64);
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
+    s.counter("requests", "HTTP requests.", n(&c.requests));
+    s.counter("publishes", "New versions published.", n(&c.publishes));
+    s.counter("publishes_unchanged", "Publishes of identical content.", n(&c.unchanged));
+    s.counter("publish_conflicts", "Publishes refused with 409.", n(&c.conflicts));
+    s.counter("publishes_refused", "Archives refused as invalid.", n(&c.refused));
+    s.counter("downloads", "Archives served.", n(&c.downloads));
+    s.counter("rate_limited", "Requests answered 429.", n(&c.limited));
+    s.gauge("users", "Users.", users as f64);
+    s.gauge("environments", "Environments.", envs as f64);
+    s.gauge("versions", "Published versions.", versions as f64);
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], s.encode()).into_response())
 }
 
 async fn whoami(State(hub): State<Hub>, headers: HeaderMap) -> ApiResult<axum::Json<Value>> {

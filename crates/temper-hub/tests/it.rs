@@ -271,9 +271,10 @@ async fn suite(cfg: HubConfig, work: &Path) {
 
     let metrics =
         s.http.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("temper_hub_publishes_total 5\n"), "{metrics}");
-    assert!(metrics.contains("temper_hub_publish_conflicts_total 1\n"), "{metrics}");
-    assert!(metrics.contains("temper_hub_versions 5\n"), "{metrics}");
+    let sample = |name| temper_protocol::exposition::sample(&metrics, name, &[("role", "hub")]);
+    assert_eq!(sample("temper_hub_publishes_total"), Some(5.0), "{metrics}");
+    assert_eq!(sample("temper_hub_publish_conflicts_total"), Some(1.0), "{metrics}");
+    assert_eq!(sample("temper_hub_versions"), Some(5.0), "{metrics}");
 }
 
 /// Token scopes: only a `tokens` token lists, mints and revokes (a token may revoke itself); a

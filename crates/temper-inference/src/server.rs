@@ -887,50 +887,29 @@ async fn health(State(st): State<Arc<ServerState>>) -> Json<Health> {
 }
 
 async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {
+    use temper_protocol::exposition::{CONTENT_TYPE, Identity, Scrape};
     let s = st.engine.stats();
     let rate = st.tokens_per_s.lock().map(|r| *r).unwrap_or(0.0);
-    let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
-        out.push_str(&format!(
-            "# HELP temper_inference_{name} {help}\n# TYPE temper_inference_{name} {kind}\n"
-        ));
-        out.push_str(&format!("temper_inference_{name} {value}\n"));
-    };
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed).to_string();
-    metric("prompt_tokens_total", "counter", "Prompt tokens prefilled.", load(&s.prompt_tokens));
-    metric("generated_tokens_total", "counter", "Tokens generated.", load(&s.generated_tokens));
-    metric("requests_total", "counter", "Requests finished.", load(&s.requests));
-    metric("steps_total", "counter", "Engine steps run.", load(&s.steps));
-    metric(
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    let mut m = Scrape::new("temper_inference", &Identity::of_process("inference"));
+    m.counter("prompt_tokens", "Prompt tokens prefilled.", load(&s.prompt_tokens));
+    m.counter("generated_tokens", "Tokens generated.", load(&s.generated_tokens));
+    m.counter("requests", "Requests finished.", load(&s.requests));
+    m.counter("steps", "Engine steps run.", load(&s.steps));
+    m.gauge(
         "generation_tokens_per_second",
-        "gauge",
         "Tokens generated per second over the last 10 s.",
-        format!("{rate:.2}"),
+        rate,
     );
-    metric(
-        "queue_depth",
-        "gauge",
-        "Requests waiting to start.",
-        s.waiting.load(Ordering::Relaxed).to_string(),
-    );
-    metric(
-        "running_sequences",
-        "gauge",
-        "Sequences decoding.",
-        s.running.load(Ordering::Relaxed).to_string(),
-    );
-    metric(
-        "kv_cache_tokens",
-        "gauge",
-        "Positions held in key/value caches.",
-        s.kv_tokens.load(Ordering::Relaxed).to_string(),
-    );
-    metric("weight_version", "gauge", "Weight version being served.", load(&s.version));
-    metric(
+    let size = |a: &std::sync::atomic::AtomicUsize| a.load(Ordering::Relaxed) as f64;
+    m.gauge("queue_depth", "Requests waiting to start.", size(&s.waiting));
+    m.gauge("running_sequences", "Sequences decoding.", size(&s.running));
+    m.gauge("kv_cache_tokens", "Positions held in key/value caches.", size(&s.kv_tokens));
+    m.gauge("weight_version", "Weight version being served.", load(&s.version));
+    m.gauge(
         "paused",
-        "gauge",
         "1 while scheduling is paused.",
-        u8::from(s.paused.load(Ordering::Relaxed)).to_string(),
+        f64::from(u8::from(s.paused.load(Ordering::Relaxed))),
     );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.encode())
 }

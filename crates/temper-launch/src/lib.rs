@@ -23,6 +23,7 @@ pub mod supervise;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
+use temper_protocol::exposition::{self, Identity};
 use temper_protocol::run_dir;
 use tokio::process::Command;
 
@@ -156,7 +157,7 @@ pub async fn launch(
     opts: &LaunchOptions,
     hooks: &mut dyn RunHooks,
 ) -> Result<Outcome, LaunchError> {
-    let RlPlan { path, trainer, mut orchestrator, warmup, launch: place, resolved } = plan;
+    let RlPlan { path, mut trainer, mut orchestrator, warmup, launch: place, resolved } = plan;
     let bad = |message: String| LaunchError::Config { path: path.clone(), message };
     let Some(model) = trainer.model.path.clone() else {
         return Err(bad("[model] path is required".into()));
@@ -180,8 +181,20 @@ pub async fn launch(
     orchestrator.orchestrator.world_size = place.trainer_ranks as u32;
     let placer = Placer::from_env(place.placement).map_err(placement_error)?;
     let nodes = placer.assign(&place);
+    // Every role serves Prometheus metrics and announces them in RUN/prometheus/.
+    let any_port = match placer {
+        Placer::Local => "127.0.0.1:0",
+        Placer::Slurm { .. } => "0.0.0.0:0",
+    };
+    trainer.trainer.metrics_addr.get_or_insert_with(|| any_port.to_owned());
+    orchestrator.orchestrator.metrics_addr.get_or_insert_with(|| any_port.to_owned());
     let dir = trainer.output.dir.clone();
     prepare_dir(&dir, opts.resume, opts.clean)?;
+    // Scrape targets of an earlier launch name ports that are gone; the roles announce anew.
+    let targets = dir.join("prometheus");
+    if targets.exists() {
+        std::fs::remove_dir_all(&targets).map_err(|e| LaunchError::io(&targets, e))?;
+    }
     if !model.exists() {
         let Some(sft) = &warmup else {
             return Err(bad(format!(
@@ -245,8 +258,16 @@ pub async fn launch(
                     args.extend(["--dtype".into(), dtype.clone()]);
                 }
                 let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
-                let cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
+                let mut cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
+                cmd.env(exposition::RANK_VAR, i.to_string());
                 procs.push(Proc::spawn(role, true, cmd, &dir)?);
+                let node_name = match &placer {
+                    Placer::Local => Identity::of_process("inference").node,
+                    Placer::Slurm { .. } => node.clone(),
+                };
+                let who = Identity { role: "inference".into(), node: node_name, rank: i };
+                exposition::write_target(&dir, &who, &bind)
+                    .map_err(|e| LaunchError::io(&dir, e))?;
                 orchestrator.inference.base_urls.push(url);
             }
         }

@@ -148,6 +148,7 @@ pub const PLACEMENT_VARS: &[&str] = &[
     "SLURM_STEP_NUM_NODES",
     "SLURM_STEP_NODELIST",
     "SLURM_STEP_TASKS_PER_NODE",
+    temper_protocol::exposition::RANK_VAR,
 ];
 
 /// The nodes each role runs on.

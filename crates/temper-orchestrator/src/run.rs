@@ -169,7 +169,7 @@ struct Orchestrator<'a> {
     inbox: Inbox,
     collector: Collector,
     watcher: tokio::task::JoinHandle<()>,
-    _metrics_server: Option<metrics::AbortOnDrop>,
+    _metrics_server: Option<temper_protocol::exposition::AbortOnDrop>,
 }
 
 impl<'a> Orchestrator<'a> {
@@ -197,9 +197,9 @@ impl<'a> Orchestrator<'a> {
         let per_server = o.max_concurrent.div_ceil(cfg.inference.base_urls.len().max(1));
         let servers = Servers::new(&cfg.inference, per_server)?;
         servers.wait_healthy(Duration::from_secs_f64(cfg.inference.timeout_s)).await?;
-        let gauges = metrics::Gauges::default();
+        let gauges = temper_protocol::exposition::Gauges::default();
         let metrics_server = match &o.metrics_addr {
-            Some(addr) => Some(metrics::serve(addr, gauges.clone()).await?),
+            Some(addr) => Some(metrics::serve(addr, gauges.clone(), &run).await?),
             None => None,
         };
         let services = Arc::new(services);
@@ -477,7 +477,7 @@ struct Inbox {
     events: mpsc::UnboundedReceiver<Event>,
     last_eval: Option<EvalScores>,
     metrics_path: PathBuf,
-    gauges: metrics::Gauges,
+    gauges: temper_protocol::exposition::Gauges,
 }
 
 impl Inbox {

@@ -18,6 +18,7 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod exec;
+pub mod exposition;
 pub mod fsio;
 pub mod metrics;
 pub mod openai;

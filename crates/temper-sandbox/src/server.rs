@@ -404,43 +404,36 @@ async fn health(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    use temper_protocol::exposition::{CONTENT_TYPE, Identity, Scrape};
     let (warm, cold) = state.sandbox.starts();
-    let mut out = String::new();
-    out.push_str("# HELP temper_sandbox_runs_total Runs and session execs by result status.\n# TYPE temper_sandbox_runs_total counter\n");
-    for (status, n) in state.runs_by_status.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        out.push_str(&format!("temper_sandbox_runs_total{{status=\"{status}\"}} {n}\n"));
-    }
+    let mut m = Scrape::new("temper_sandbox", &Identity::of_process("sandbox"));
+    let runs: Vec<(String, f64)> = state
+        .runs_by_status
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(status, n)| (status.to_string(), *n as f64))
+        .collect();
+    m.counters("runs", "Runs and session execs by result status.", "status", runs);
+    let starts = [("warm".to_owned(), warm as f64), ("cold".to_owned(), cold as f64)];
+    m.counters(
+        "slot_starts",
+        "Slots taken from the warm pool, or built on the request path.",
+        "kind",
+        starts,
+    );
     let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
-    for (name, kind, help, value) in [
-        (
-            "temper_sandbox_slot_starts_total{kind=\"warm\"}",
-            "counter",
-            "Slots taken from the warm pool.",
-            warm,
-        ),
-        (
-            "temper_sandbox_slot_starts_total{kind=\"cold\"}",
-            "counter",
-            "Slots built on the request path.",
-            cold,
-        ),
-        ("temper_sandbox_sessions", "gauge", "Open sessions.", sessions as u64),
-        ("temper_sandbox_ready_slots", "gauge", "Warm slots ready.", state.sandbox.ready() as u64),
-        (
-            "temper_sandbox_queued",
-            "gauge",
-            "Requests waiting for a run slot.",
-            state.queued.load(Ordering::Relaxed),
-        ),
-        (
-            "temper_sandbox_rejected_total",
-            "counter",
-            "Requests refused with 429.",
-            state.rejected.load(Ordering::Relaxed),
-        ),
-    ] {
-        let base = name.split('{').next().unwrap_or(name);
-        out.push_str(&format!("# HELP {base} {help}\n# TYPE {base} {kind}\n{name} {value}\n"));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    m.gauge("sessions", "Open sessions.", sessions as f64);
+    m.gauge("ready_slots", "Warm slots ready.", state.sandbox.ready() as f64);
+    m.gauge(
+        "queued",
+        "Requests waiting for a run slot.",
+        state.queued.load(Ordering::Relaxed) as f64,
+    );
+    m.counter(
+        "rejected",
+        "Requests refused with 429.",
+        state.rejected.load(Ordering::Relaxed) as f64,
+    );
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.encode())
 }

@@ -52,7 +52,7 @@ fn rl_optim() -> OptimConfig {
 }
 
 /// `[trainer]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoleConfig {
     /// Optimizer steps (one per batch).
@@ -68,6 +68,9 @@ pub struct RoleConfig {
     /// With several ranks, shard the optimizer moments across them (each keeps 1/N; a step
     /// reduce-scatters the gradients and all-gathers the weights). Needs f32 weights on the CPU.
     pub shard_optimizer: bool,
+    /// Serve Prometheus metrics on this address (`host:port`; rank R adds R to a non-zero
+    /// port), announced in `RUN/prometheus/trainer-R.json`. `temper rl` sets it when unset.
+    pub metrics_addr: Option<String>,
 }
 
 impl Default for RoleConfig {
@@ -79,6 +82,7 @@ impl Default for RoleConfig {
             keep_weights: 3,
             batch_timeout_s: 0.0,
             shard_optimizer: false,
+            metrics_addr: None,
         }
     }
 }

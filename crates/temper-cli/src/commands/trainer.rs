@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
+use temper_protocol::exposition::Gauges;
 use temper_trainer::collective::Placement;
 use temper_trainer::rl::{self, RlHooks, RlSummary, RlTrainerConfig};
 use temper_trainer::{Collective, Single, StepReport};
@@ -31,10 +32,15 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     }
     let stop = super::stop_on_ctrl_c();
     let resume = args.resume;
+    let gauges = Gauges::default();
+    let _metrics = match &cfg.trainer.metrics_addr {
+        Some(addr) => Some(serve_metrics(addr, placement.rank, &dir, gauges.clone()).await?),
+        None => None,
+    };
     let train = move |collective: &dyn Collective| -> anyhow::Result<RlSummary> {
         let policy = cfg.model.build(&device)?;
         let rank = collective.rank();
-        let mut hooks = Lines { total: cfg.trainer.steps, stop, rank };
+        let mut hooks = Lines { total: cfg.trainer.steps, stop, rank, gauges };
         Ok(rl::run(&cfg, policy, collective, &mut hooks, resume)?)
     };
     let summary = if placement.world_size > 1 {
@@ -127,10 +133,40 @@ fn peak_memory() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Serves this rank's `/metrics` on `addr` (a non-zero port plus the rank) and announces it
+/// under the run directory.
+async fn serve_metrics(
+    addr: &str,
+    rank: usize,
+    run: &Path,
+    gauges: Gauges,
+) -> anyhow::Result<temper_protocol::exposition::AbortOnDrop> {
+    use temper_protocol::exposition::{self, Identity};
+    let addr = match addr.rsplit_once(':') {
+        Some((host, port)) => match port.parse::<u16>() {
+            Ok(0) | Err(_) => addr.to_owned(),
+            Ok(p) => format!("{host}:{}", usize::from(p) + rank),
+        },
+        None => addr.to_owned(),
+    };
+    let who = Identity::of_process("trainer").with_rank(rank);
+    let render = {
+        let who = who.clone();
+        move || gauges.render("temper_trainer", &who)
+    };
+    let (local, guard) = exposition::serve(&addr, render)
+        .await
+        .with_context(|| format!("trainer.metrics_addr {addr}: cannot listen"))?;
+    exposition::write_target(run, &who, &local.to_string())
+        .with_context(|| format!("cannot announce the metrics address under {}", run.display()))?;
+    Ok(guard)
+}
+
 struct Lines {
     total: u64,
     stop: Arc<AtomicBool>,
     rank: usize,
+    gauges: Gauges,
 }
 
 impl RlHooks for Lines {
@@ -140,6 +176,14 @@ impl RlHooks for Lines {
         }
     }
     fn on_step(&mut self, r: &StepReport, weights: &Path) {
+        let mut values: Vec<(String, f64)> = r.update_line(r.step).gauges();
+        values.push(("step".into(), r.step as f64));
+        values.push(("rank".into(), self.rank as f64));
+        values.push(("mismatch_kl/mean".into(), r.stats.mismatch_kl / r.stats.tokens.max(1.0)));
+        if let Some(kib) = peak_memory() {
+            values.push(("peak_memory_bytes".into(), (kib * 1024) as f64));
+        }
+        self.gauges.set(values);
         if self.rank != 0 {
             return;
         }

@@ -6,6 +6,8 @@ mod inference;
 mod mock;
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(feature = "mpi")]
+mod prometheus;
 mod rl;
 mod sandbox;
 mod sft;

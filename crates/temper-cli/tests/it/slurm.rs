@@ -15,7 +15,7 @@ use crate::rl::{
 
 /// A `say-e` run of `steps` steps with `[launch]` as given: the reward goes from about 0 to
 /// about 1 in 40 steps.
-fn two_by_two(dir: &Path, steps: u64, launch: &str) -> PathBuf {
+pub(crate) fn two_by_two(dir: &Path, steps: u64, launch: &str) -> PathBuf {
     let env = say_e_environment(dir);
     let base = std::fs::read_to_string(rl_config(dir, steps)).unwrap();
     let text = base

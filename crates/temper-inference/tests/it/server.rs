@@ -265,9 +265,11 @@ async fn update_weights_pause_resume_health_metrics() {
     let health: Value = reqwest::get(format!("{url}/health")).await.unwrap().json().await.unwrap();
     assert_eq!((health["paused"].clone(), health["version"].clone()), (json!(true), json!(1)));
     let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("temper_inference_queue_depth 1"), "{metrics}");
-    assert!(metrics.contains("temper_inference_weight_version 1"));
-    assert!(metrics.contains("temper_inference_generated_tokens_total 320"), "{metrics}");
+    let sample =
+        |name| temper_protocol::exposition::sample(&metrics, name, &[("role", "inference")]);
+    assert_eq!(sample("temper_inference_queue_depth"), Some(1.0), "{metrics}");
+    assert_eq!(sample("temper_inference_weight_version"), Some(1.0), "{metrics}");
+    assert_eq!(sample("temper_inference_generated_tokens_total"), Some(320.0), "{metrics}");
     post(&format!("{url}/resume"), json!({})).await;
     let (status, _) = waiting.await.unwrap();
     assert_eq!(status, 200);

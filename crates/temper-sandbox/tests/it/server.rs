@@ -99,7 +99,12 @@ async fn runs_tests_sessions_and_errors() {
         .text()
         .await
         .expect("text");
-    assert!(metrics.contains("temper_sandbox_runs_total{status=\"ok\"}"), "{metrics}");
+    let ok = temper_protocol::exposition::sample(
+        &metrics,
+        "temper_sandbox_runs_total",
+        &[("status", "ok"), ("role", "sandbox")],
+    );
+    assert!(ok.is_some_and(|n| n >= 1.0), "{metrics}");
     assert_clean(&sb).await;
 }
 
