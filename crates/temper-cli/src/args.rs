@@ -487,9 +487,13 @@ pub struct InferenceServeArgs {
     /// tokenizer_config.json) or a .gguf file.
     #[arg(long)]
     pub model: PathBuf,
-    /// Address to listen on.
+    /// Address to listen on (port 0: a free one).
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub addr: String,
+    /// Once listening, write the address clients reach the server at (`host:port`; the node's
+    /// name for an address on all interfaces) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub address_file: Option<PathBuf>,
     /// Name reported as `model` in responses (default: the file or folder name).
     #[arg(long)]
     pub served_model_name: Option<String>,

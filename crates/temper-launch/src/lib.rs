@@ -103,6 +103,18 @@ pub enum LaunchError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// An inference server did not say where it listens in time.
+    #[error(
+        "inference server {index} on {node} did not start listening within {seconds} s; see logs/"
+    )]
+    ServerStart {
+        /// Its index.
+        index: usize,
+        /// Its node.
+        node: String,
+        /// The limit.
+        seconds: u64,
+    },
     /// A process could not be started.
     #[error("cannot start the {role}: {source}")]
     Spawn {
@@ -232,44 +244,18 @@ pub async fn launch(
     let result = async {
         let exe = &opts.exe;
         if orchestrator.inference.base_urls.is_empty() {
-            for (i, node) in nodes.inference.iter().enumerate() {
-                let local = process::free_addr(&orchestrator.inference.addr)?;
-                let (bind, url) = match &placer {
-                    Placer::Local => (local.clone(), format!("http://{local}/v1")),
-                    Placer::Slurm { .. } => {
-                        let port = local.rsplit(':').next().unwrap_or("0").to_owned();
-                        (format!("0.0.0.0:{port}"), format!("http://{node}:{port}/v1"))
-                    }
-                };
-                let mut args: Vec<String> = ["inference", "serve", "--addr", &bind]
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
-                args.extend([
-                    "--served-model-name".into(),
-                    orchestrator.inference.model_name.clone(),
-                ]);
-                args.extend(["--model".into(), model.to_string_lossy().into_owned()]);
-                args.extend([
-                    "--max-running".into(),
-                    orchestrator.inference.max_running.to_string(),
-                ]);
-                if let Some(dtype) = &trainer.model.dtype {
-                    args.extend(["--dtype".into(), dtype.clone()]);
-                }
-                let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
-                let mut cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
-                cmd.env(exposition::RANK_VAR, i.to_string());
-                procs.push(Proc::spawn(role, true, cmd, &dir)?);
-                let node_name = match &placer {
-                    Placer::Local => Identity::of_process("inference").node,
-                    Placer::Slurm { .. } => node.clone(),
-                };
-                let who = Identity { role: "inference".into(), node: node_name, rank: i };
-                exposition::write_target(&dir, &who, &bind)
-                    .map_err(|e| LaunchError::io(&dir, e))?;
-                orchestrator.inference.base_urls.push(url);
-            }
+            let urls = start_servers(
+                &mut procs,
+                &placer,
+                &nodes,
+                &orchestrator,
+                &trainer,
+                &model,
+                &dir,
+                exe,
+            )
+            .await?;
+            orchestrator.inference.base_urls = urls;
         }
         orchestrator.validate()?;
         write_config(&dir.join("config.toml"), Ok(resolved), "launcher")?;
@@ -308,6 +294,86 @@ pub async fn launch(
     .await;
     process::stop_all(&mut procs).await;
     result
+}
+
+/// Starts the inference servers (each on a free port, or the configured port plus its index),
+/// waits until each has written the address it listens on, announces them to Prometheus, and
+/// returns their URLs.
+#[allow(clippy::too_many_arguments, reason = "the parts of the run a server is started from")]
+async fn start_servers(
+    procs: &mut Vec<Proc>,
+    placer: &Placer,
+    nodes: &placement::Assignment,
+    orchestrator: &temper_orchestrator::OrchestratorConfig,
+    trainer: &temper_trainer::rl::RlTrainerConfig,
+    model: &Path,
+    dir: &Path,
+    exe: &Path,
+) -> Result<Vec<String>, LaunchError> {
+    let inference = &orchestrator.inference;
+    let (host, port) = inference.addr.rsplit_once(':').unwrap_or((inference.addr.as_str(), "0"));
+    let port: u16 = port.parse().map_err(|_| LaunchError::Listen {
+        addr: inference.addr.clone(),
+        source: std::io::Error::other("not host:port"),
+    })?;
+    let host = match placer {
+        Placer::Local => host,
+        // Reached from other nodes.
+        Placer::Slurm { .. } => "0.0.0.0",
+    };
+    let servers = dir.join("servers");
+    std::fs::create_dir_all(&servers).map_err(|e| LaunchError::io(&servers, e))?;
+    let mut files = Vec::new();
+    for (i, node) in nodes.inference.iter().enumerate() {
+        let file = servers.join(format!("inference-{i}.addr"));
+        let _ = std::fs::remove_file(&file);
+        let port = if port == 0 { 0 } else { usize::from(port) + i };
+        let mut args: Vec<String> = vec!["inference".into(), "serve".into()];
+        args.extend(["--addr".into(), format!("{host}:{port}")]);
+        args.extend(["--address-file".into(), file.to_string_lossy().into_owned()]);
+        args.extend(["--served-model-name".into(), inference.model_name.clone()]);
+        args.extend(["--model".into(), model.to_string_lossy().into_owned()]);
+        args.extend(["--max-running".into(), inference.max_running.to_string()]);
+        if let Some(dtype) = &trainer.model.dtype {
+            args.extend(["--dtype".into(), dtype.clone()]);
+        }
+        let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
+        let mut cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
+        cmd.env(exposition::RANK_VAR, i.to_string());
+        procs.push(Proc::spawn(role, true, cmd, dir)?);
+        files.push((i, node.clone(), file, procs.len() - 1));
+    }
+    let limit = std::time::Duration::from_secs_f64(inference.timeout_s.max(600.0));
+    let started = std::time::Instant::now();
+    let mut urls = Vec::new();
+    for (i, node, file, at) in files {
+        let addr = loop {
+            if let Ok(text) = std::fs::read_to_string(&file) {
+                break text.trim().to_owned();
+            }
+            let p = &mut procs[at];
+            if let Some(status) = p.poll() {
+                return Err(LaunchError::RoleFailed {
+                    role: p.role.clone(),
+                    status,
+                    log: p.log.clone(),
+                    tail: p.log_tail(20),
+                });
+            }
+            if started.elapsed() > limit {
+                return Err(LaunchError::ServerStart { index: i, node, seconds: limit.as_secs() });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        let node = match placer {
+            Placer::Local => Identity::of_process("inference").node,
+            Placer::Slurm { .. } => node,
+        };
+        let who = Identity { role: "inference".into(), node, rank: i };
+        exposition::write_target(dir, &who, &addr).map_err(|e| LaunchError::io(dir, e))?;
+        urls.push(format!("http://{addr}/v1"));
+    }
+    Ok(urls)
 }
 
 /// Refuses a run directory that holds an earlier run unless `resume` (keep it) or `clean`

@@ -102,7 +102,18 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
-    eprintln!("temper inference: serving on http://{}/v1", listener.local_addr()?);
+    let local = listener.local_addr()?;
+    eprintln!("temper inference: serving on http://{local}/v1");
+    if let Some(file) = &args.address_file {
+        let reach = if local.ip().is_unspecified() {
+            let node = temper_protocol::exposition::Identity::of_process("inference").node;
+            format!("{node}:{}", local.port())
+        } else {
+            local.to_string()
+        };
+        temper_protocol::fsio::write_atomic(file, reach.as_bytes())
+            .with_context(|| format!("cannot write {}", file.display()))?;
+    }
     axum::serve(listener, temper_inference::router(state))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -27,8 +27,12 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     if placement.rank == 0 {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(dir.join("trainer.toml"), &resolved)
-            .with_context(|| format!("cannot write {}", dir.join("trainer.toml").display()))?;
+        // Atomically: under `temper rl` this is the file every rank reads its config from.
+        let path = dir.join("trainer.toml");
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(resolved.as_str()) {
+            temper_protocol::fsio::write_atomic(&path, resolved.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
     let stop = super::stop_on_ctrl_c();
     let resume = args.resume;

@@ -103,9 +103,29 @@ fn submit(config: &Path, args: &[&str]) -> String {
         .to_owned()
 }
 
+/// Whether job `job` is pending, running or completing. `scontrol` names the state; a job
+/// Slurm has forgotten has ended, and a controller too busy to answer is asked again.
 fn in_queue(job: &str) -> bool {
-    let out = Command::new("squeue").args(["-h", "-j", job]).output().unwrap();
-    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+    for _ in 0..20 {
+        let out = Command::new("scontrol").args(["show", "job", job, "-o"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(state) = text.split_whitespace().find_map(|f| f.strip_prefix("JobState=")) {
+            return matches!(
+                state,
+                "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED"
+            );
+        }
+        if String::from_utf8_lossy(&out.stderr).contains("Invalid job id") {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("scontrol show job {job} gives no state");
+}
+
+/// The job's output file (what `temper rl` printed in it).
+fn job_output(dir: &Path, job: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("run.slurm-{job}.out"))).unwrap_or_default()
 }
 
 /// Pids of live processes whose command line mentions `path`.
@@ -132,7 +152,7 @@ fn a_slurm_job_places_every_role_and_scancel_leaves_nothing_running() {
     let run = tmp.path().join("run");
     let job = submit(&config, &[]);
     wait_for("the job to end", Duration::from_secs(300), || !in_queue(&job));
-    let out = std::fs::read_to_string(tmp.path().join(format!("run.slurm-{job}.out"))).unwrap();
+    let out = job_output(tmp.path(), &job);
     assert!(out.contains(&format!("Slurm job {job}:")) && out.contains("RL finished"), "{out}");
     assert_learned(&run, 40);
     let urls = base_urls(&run);
@@ -161,6 +181,6 @@ fn a_slurm_job_places_every_role_and_scancel_leaves_nothing_running() {
     let job = submit(&config, &["--resume"]);
     wait_for("the resumed job to end", Duration::from_secs(300), || !in_queue(&job));
     let steps = trainer_steps(&run);
-    assert_eq!(steps.last(), Some(&150), "{steps:?}");
+    assert_eq!(steps.last(), Some(&150), "{steps:?}\n{}", job_output(tmp.path(), &job));
     assert!(run.join("weights/step_150/STABLE").is_file());
 }
