@@ -66,13 +66,24 @@ pub enum Command {
     Orchestrator(OrchestratorArgs),
     /// Asynchronous RL from one TOML config: inference, orchestrator and trainer together.
     ///
-    /// Starts an inference server on the model (unless [inference] base_urls names running
-    /// ones), the orchestrator and the trainer as three processes sharing the run directory
-    /// (output.dir: config.toml, logs/, metrics.jsonl, rollouts/, weights/, checkpoints/), shows
-    /// a line per step and a progress bar, and stops them all if one fails (exit code 1) or on
-    /// Ctrl-C. With [warmup] sft = "FILE", runs that SFT config first when model.path does not
-    /// exist yet. --resume continues from the trainer's newest complete checkpoint.
+    /// Starts the inference servers on the model (unless [inference] base_urls names running
+    /// ones), the orchestrator and the trainer's ranks as processes sharing the run directory
+    /// (output.dir: config.toml, logs/, metrics.jsonl, rollouts/, weights/, checkpoints/), placed
+    /// as [launch] says (this machine, or job steps of a Slurm allocation), shows a line per
+    /// step and a progress bar, and stops them all if one fails (exit code 1) or on Ctrl-C. With
+    /// [warmup] sft = "FILE", runs that SFT config first when model.path does not exist yet.
+    /// --resume continues from the trainer's newest complete checkpoint; --slurm submits the run
+    /// as a Slurm job instead.
     Rl(RlArgs),
+    /// Preflight checks before a run, each saying pass, fail or skip and what to do.
+    ///
+    /// The run directory (writable, atomic rename, room for the checkpoints and weights, shared
+    /// between nodes in a multi-node allocation), ports (bind, and reach through the node's
+    /// name), MPI (two ranks all-reduce), GPUs through nvidia-smi (memory in use, uncorrected
+    /// ECC errors, clocks) and NCCL, and cgroups for the sandbox. Exit code 1 if any check
+    /// fails. Inside an allocation, `srun --ntasks-per-node=1 temper doctor CONFIG` checks
+    /// every node.
+    Doctor(DoctorArgs),
     /// Draw a run's metrics as PNG charts.
     ///
     /// Reads RUN_DIR/metrics.jsonl (from `temper rl`, `temper orchestrator` + `temper trainer`)
@@ -406,6 +417,22 @@ pub struct RlArgs {
     /// and prints the job id. Inside the job, `temper rl` places each role as a job step.
     #[arg(long, conflicts_with = "check")]
     pub slurm: bool,
+}
+
+/// `temper doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// An RL config: its output.dir is checked, with room for its checkpoints and weights.
+    pub config: Option<PathBuf>,
+    /// The run directory to check (default: the config's output.dir, else outputs/rl).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Override a config value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// One rank of the MPI check (what the MPI check starts; not for direct use).
+    #[arg(long, hide = true)]
+    pub mpi_probe: bool,
 }
 
 /// `temper trainer`.

@@ -15,6 +15,7 @@
 //! a server or sees an environment: the processes it starts do that.
 
 pub mod config;
+pub mod doctor;
 pub mod placement;
 pub mod process;
 pub mod settings;

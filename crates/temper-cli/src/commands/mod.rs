@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod doctor;
 mod env;
 mod envs;
 mod eval;
@@ -42,6 +43,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Trainer(args) => trainer::run(args).await,
         Command::Orchestrator(args) => orchestrator::run(args).await,
         Command::Rl(args) => rl::run(args).await,
+        Command::Doctor(args) => doctor::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Hub(command) => hub::run(command).await,
         Command::Env(command) => env::run(command).await,

@@ -353,3 +353,32 @@ fn every_example_config_checks_and_a_bad_one_names_its_field() {
     assert!(out.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("outputs/rl"), "{stderr}");
 }
+
+#[test]
+fn doctor_passes_on_this_machine_and_names_a_broken_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = rl_config(tmp.path(), 10);
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_temper")).arg("doctor").arg(&config).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    for check in ["run directory", "ports", "MPI", "GPUs", "NCCL", "cgroups"] {
+        assert!(stdout.lines().any(|l| l.contains(check)), "{check} missing: {stdout}");
+    }
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    // The MPI check runs two ranks where temper is built with MPI.
+    let mpi = stdout.lines().find(|l| l.contains("MPI")).unwrap();
+    assert_eq!(mpi.starts_with("pass"), cfg!(feature = "mpi"), "{mpi}");
+
+    std::fs::write(tmp.path().join("a-file"), b"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .args(["doctor", "--run-dir"])
+        .arg(tmp.path().join("a-file/run"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    let line = stdout.lines().find(|l| l.contains("run directory")).unwrap();
+    assert!(line.starts_with("FAIL") && line.contains("cannot create"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 check(s) failed"));
+}

@@ -1,0 +1,86 @@
+//! `temper doctor [CONFIG]`: preflight checks (`temper_launch::doctor`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use temper_launch::doctor::{self, Inputs, Verdict};
+use temper_launch::{Placer, RlPlan};
+use temper_protocol::exposition::Identity;
+
+use crate::args::DoctorArgs;
+
+pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    if args.mpi_probe {
+        return mpi_probe();
+    }
+    let plan = match args.config {
+        Some(c) => Some(RlPlan::load(&c, &args.set)?),
+        None => None,
+    };
+    let run_dir = args
+        .run_dir
+        .or_else(|| plan.as_ref().map(|p| p.trainer.output.dir.clone()))
+        .unwrap_or_else(|| PathBuf::from("outputs/rl"));
+    let need_bytes = plan.as_ref().map_or(0, |p| doctor::need_bytes(&p.trainer));
+    let placement = plan.as_ref().map(|p| p.launch.placement).unwrap_or_default();
+    let placer = Placer::from_env(placement).map_err(|e| anyhow::anyhow!(e))?;
+    let nodes = match &placer {
+        Placer::Local => 1,
+        Placer::Slurm { nodes, .. } => nodes.len(),
+    };
+    let exe = std::env::current_exe().context("cannot find the temper binary")?;
+    let exe = exe.to_string_lossy().into_owned();
+    let mpi = cfg!(feature = "mpi").then(|| {
+        let mut cmd: Vec<String> = match &placer {
+            Placer::Slurm { .. } => {
+                ["srun", "--overlap", "--overcommit", "-N", "1", "-n", "2", "--mpi=pmix"]
+                    .map(String::from)
+                    .to_vec()
+            }
+            Placer::Local => {
+                let mut c: Vec<String> =
+                    ["mpirun", "--oversubscribe", "-np", "2"].map(String::from).to_vec();
+                if nix::unistd::geteuid().is_root() {
+                    c.push("--allow-run-as-root".into());
+                }
+                c
+            }
+        };
+        cmd.extend([exe.clone(), "doctor".into(), "--mpi-probe".into()]);
+        cmd
+    });
+    let inputs = Inputs {
+        run_dir,
+        need_bytes,
+        nodes,
+        bind: "0.0.0.0:0".into(),
+        node: Identity::of_process("doctor").node,
+        mpi,
+        nvidia_smi: "nvidia-smi".into(),
+        cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+    };
+    let checks = doctor::run(&inputs);
+    print!("{}", doctor::table(&checks));
+    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    if failed > 0 {
+        anyhow::bail!("{failed} check(s) failed on {}", inputs.node);
+    }
+    println!("all checks passed on {}", inputs.node);
+    Ok(())
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_probe() -> anyhow::Result<()> {
+    use temper_trainer::Collective;
+    use temper_trainer::mpi::Mpi;
+    let (_session, mpi) = Mpi::init().map_err(|e| anyhow::anyhow!("MPI: {e}"))?;
+    let mut v = [mpi.rank() as f64];
+    mpi.all_reduce_f64(&mut v)?;
+    println!("mpi-probe ok world={} sum={}", mpi.world_size(), v[0]);
+    Ok(())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_probe() -> anyhow::Result<()> {
+    anyhow::bail!("this temper was built without the `mpi` feature")
+}

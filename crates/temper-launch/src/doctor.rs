@@ -1,0 +1,678 @@
+//! `temper doctor`: preflight checks of a machine (or of every node of an allocation) before a
+//! run, each saying pass, fail or skip, why, and what to do.
+//!
+//! - **run directory**: it can be created and written, a file renamed over another atomically,
+//!   and its filesystem has room for the run's checkpoints and published weights; its type says
+//!   whether other nodes can see it (a local filesystem in a multi-node allocation fails).
+//! - **ports**: a port can be bound on all interfaces and reached through the node's name, as
+//!   the roles reach each other.
+//! - **MPI**: two ranks started by `mpirun` (or `srun --mpi`) sum their ranks with an all-reduce.
+//! - **GPUs**: through NVML's `nvidia-smi`: each GPU's memory in use, uncorrected ECC errors and
+//!   SM clock against its maximum; NCCL's library is found by the dynamic loader.
+//! - **cgroups**: the sandbox can make its groups (cgroup v2 with the memory, pids and cpu
+//!   controllers delegated, or v1 with a v2 `unified` hierarchy).
+//!
+//! Each check takes its inputs from [`Inputs`], so that tests can break each one on purpose.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// How a check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It holds.
+    Pass,
+    /// It does not: the run would fail or misbehave.
+    Fail,
+    /// It does not apply here (no GPU, MPI not built).
+    Skip,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// How it ended.
+    pub verdict: Verdict,
+    /// What was found.
+    pub detail: String,
+    /// What to do about a failure (empty when it passed).
+    pub fix: String,
+}
+
+impl Check {
+    fn pass(name: &'static str, detail: impl Into<String>) -> Self {
+        Self { name, verdict: Verdict::Pass, detail: detail.into(), fix: String::new() }
+    }
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self { name, verdict: Verdict::Fail, detail: detail.into(), fix: fix.into() }
+    }
+    fn skip(name: &'static str, detail: impl Into<String>) -> Self {
+        Self { name, verdict: Verdict::Skip, detail: detail.into(), fix: String::new() }
+    }
+}
+
+/// What the checks look at.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The run directory (created if missing; a probe file is written and removed).
+    pub run_dir: PathBuf,
+    /// Bytes the run's checkpoints and weights need on it.
+    pub need_bytes: u64,
+    /// Nodes of the allocation (one: this machine).
+    pub nodes: usize,
+    /// Address to bind the port probe on.
+    pub bind: String,
+    /// The node's name, through which the probe port is reached.
+    pub node: String,
+    /// The command that starts two MPI ranks of `temper doctor mpi-probe`, or `None` when this
+    /// build has no MPI.
+    pub mpi: Option<Vec<String>>,
+    /// The `nvidia-smi` to ask about GPUs.
+    pub nvidia_smi: String,
+    /// The cgroup filesystem's root.
+    pub cgroup_root: PathBuf,
+}
+
+/// Bytes a run of `cfg` keeps on disk at most, estimated from its model: `keep_weights`
+/// published weight folders and two checkpoints (weights and two f32 AdamW moments each), plus a
+/// tenth. The parameter count is read from the model's safetensors headers, estimated as two
+/// per byte of a `.gguf` (about 4.5 bits a weight), or taken from a `[model.scratch]` spec.
+pub fn need_bytes(cfg: &temper_trainer::rl::RlTrainerConfig) -> u64 {
+    let params = match (&cfg.model.path, &cfg.model.scratch) {
+        (Some(path), _) => param_count(path),
+        (None, Some(s)) => {
+            let (h, i, l) = (s.hidden_size as u64, s.intermediate_size as u64, s.num_layers as u64);
+            l * (4 * h * h + 3 * h * i) + 2 * 512 * h
+        }
+        (None, None) => 0,
+    };
+    let dtype_bytes = match cfg.model.dtype.as_deref() {
+        Some("bf16" | "f16") => 2,
+        _ => 4,
+    };
+    let weights = params * dtype_bytes;
+    let checkpoint = weights + 8 * params;
+    let total = cfg.trainer.keep_weights.max(1) as u64 * weights + 2 * checkpoint;
+    total + total / 10
+}
+
+/// Parameters of the model at `path` (0 when it cannot be read: the model may not exist yet).
+fn param_count(path: &Path) -> u64 {
+    if path.extension().is_some_and(|e| e == "gguf") {
+        return std::fs::metadata(path).map_or(0, |m| m.len() * 2);
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+        .map(|e| safetensors_elements(&e.path()).unwrap_or(0))
+        .sum()
+}
+
+/// Elements of every tensor in a safetensors file, from its header.
+fn safetensors_elements(path: &Path) -> Option<u64> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).ok()?;
+    let len = u64::from_le_bytes(len);
+    if len > 100 << 20 {
+        return None;
+    }
+    let mut header = vec![0u8; len as usize];
+    f.read_exact(&mut header).ok()?;
+    let header: serde_json::Value = serde_json::from_slice(&header).ok()?;
+    Some(
+        header
+            .as_object()?
+            .iter()
+            .filter(|(k, _)| *k != "__metadata__")
+            .filter_map(|(_, t)| t["shape"].as_array())
+            .map(|shape| shape.iter().filter_map(serde_json::Value::as_u64).product::<u64>())
+            .sum(),
+    )
+}
+
+/// Runs every check.
+pub fn run(inputs: &Inputs) -> Vec<Check> {
+    vec![
+        run_dir(inputs),
+        ports(inputs),
+        mpi(inputs),
+        gpus(inputs),
+        nccl(inputs),
+        cgroups(&inputs.cgroup_root),
+    ]
+}
+
+/// Filesystem types other nodes can share (network and parallel filesystems).
+const SHARED_FS: &[&str] = &[
+    "nfs",
+    "nfs4",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "cephfs",
+    "ceph",
+    "glusterfs",
+    "fuse.glusterfs",
+    "wekafs",
+    "fuse.weka",
+    "panfs",
+    "9p",
+    "virtiofs",
+    "smb3",
+    "cifs",
+    "fuse.juicefs",
+    "xfs_nfs",
+];
+
+/// The filesystem type of the mount holding `path` (the longest matching mount point).
+fn fs_type(path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_, point, kind) = (f.next()?, f.next()?, f.next()?);
+            let point = point.replace("\\040", " ");
+            path.starts_with(&point).then(|| (point.len(), kind.to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, kind)| kind)
+}
+
+fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+fn run_dir(inputs: &Inputs) -> Check {
+    const NAME: &str = "run directory";
+    let dir = &inputs.run_dir;
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return Check::fail(
+            NAME,
+            format!("cannot create {}: {e}", dir.display()),
+            "choose an output.dir the run's user may write, on a filesystem every node mounts",
+        );
+    }
+    let probe = dir.join(format!(".temper-doctor-{}", std::process::id()));
+    let target = dir.join(format!(".temper-doctor-{}.final", std::process::id()));
+    let written = std::fs::write(&probe, b"probe")
+        .and_then(|()| std::fs::write(&target, b"old"))
+        .and_then(|()| std::fs::rename(&probe, &target))
+        .and_then(|()| std::fs::read(&target));
+    let _ = std::fs::remove_file(&probe);
+    let _ = std::fs::remove_file(&target);
+    match written {
+        Ok(bytes) if bytes == b"probe" => {}
+        Ok(_) => {
+            return Check::fail(
+                NAME,
+                format!("a rename over a file in {} left the old content", dir.display()),
+                "use a filesystem with atomic rename (POSIX); weights and checkpoints rely on it",
+            );
+        }
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("cannot write and rename a file in {}: {e}", dir.display()),
+                "give the run's user write access to output.dir",
+            );
+        }
+    }
+    let free = match nix::sys::statvfs::statvfs(dir) {
+        Ok(s) => s.blocks_available() * s.fragment_size(),
+        Err(e) => {
+            return Check::fail(NAME, format!("statvfs {}: {e}", dir.display()), "check the mount");
+        }
+    };
+    if free < inputs.need_bytes {
+        return Check::fail(
+            NAME,
+            format!(
+                "{} free on {}, the run's checkpoints and weights need {}",
+                gib(free),
+                dir.display(),
+                gib(inputs.need_bytes)
+            ),
+            "free space, move output.dir, or keep fewer (trainer.keep_weights, fewer checkpoints)",
+        );
+    }
+    let kind = fs_type(dir).unwrap_or_else(|| "unknown".into());
+    let shared = SHARED_FS.contains(&kind.as_str());
+    if inputs.nodes > 1 && !shared {
+        return Check::fail(
+            NAME,
+            format!(
+                "{} is on a local {kind} filesystem and the allocation has {} nodes",
+                dir.display(),
+                inputs.nodes
+            ),
+            "put output.dir on a filesystem every node mounts (NFS, Lustre, GPFS, …): roles exchange batches and weights through it",
+        );
+    }
+    Check::pass(
+        NAME,
+        format!(
+            "{}: writable, atomic rename, {} free of {} needed, {kind}{}",
+            dir.display(),
+            gib(free),
+            gib(inputs.need_bytes),
+            if shared { " (shared)" } else { " (local: one node only)" }
+        ),
+    )
+}
+
+fn ports(inputs: &Inputs) -> Check {
+    const NAME: &str = "ports";
+    let listener = match TcpListener::bind(&inputs.bind) {
+        Ok(l) => l,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("cannot listen on {}: {e}", inputs.bind),
+                "the inference servers and metrics listen on free ports: allow binding them",
+            );
+        }
+    };
+    let port = match listener.local_addr() {
+        Ok(a) => a.port(),
+        Err(e) => {
+            return Check::fail(NAME, format!("no local address: {e}"), "check the network setup");
+        }
+    };
+    let target = format!("{}:{port}", inputs.node);
+    let addrs: Vec<_> = match target.to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("the node name {} does not resolve: {e}", inputs.node),
+                "roles reach each other by node name: add it to DNS or /etc/hosts",
+            );
+        }
+    };
+    let accept = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept()?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf)?;
+        Ok::<_, std::io::Error>(buf)
+    });
+    let sent = addrs.iter().find_map(|a| {
+        let mut s = TcpStream::connect_timeout(a, Duration::from_secs(3)).ok()?;
+        s.write_all(b"ping").ok()
+    });
+    if sent.is_none() {
+        return Check::fail(
+            NAME,
+            format!("port {port} listens on {} but {target} cannot be reached", inputs.bind),
+            "open the firewall between the nodes for the roles' ports",
+        );
+    }
+    match accept.join() {
+        Ok(Ok(b)) if &b == b"ping" => {
+            Check::pass(NAME, format!("listened on {} and reached it as {target}", inputs.bind))
+        }
+        _ => Check::fail(
+            NAME,
+            format!("{target} accepted but the bytes did not arrive"),
+            "check the network setup",
+        ),
+    }
+}
+
+fn mpi(inputs: &Inputs) -> Check {
+    const NAME: &str = "MPI";
+    let Some(cmd) = &inputs.mpi else {
+        return Check::skip(
+            NAME,
+            "this temper was built without the `mpi` feature (one trainer process only)",
+        );
+    };
+    let Some((program, args)) = cmd.split_first() else {
+        return Check::skip(NAME, "no MPI launcher");
+    };
+    let mut command = Command::new(program);
+    command.args(args);
+    // The probe's ranks get their places from the launcher, not from this process's.
+    for var in crate::placement::PLACEMENT_VARS {
+        command.env_remove(var);
+    }
+    let out = command.output();
+    let shown = cmd.join(" ");
+    match out {
+        Err(e) => Check::fail(
+            NAME,
+            format!("cannot run {program}: {e}"),
+            "install Open MPI (Debian: openmpi-bin libopenmpi-dev) or put mpirun on PATH",
+        ),
+        Ok(o) => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            if o.status.success()
+                && text.lines().filter(|l| l.starts_with("mpi-probe ok world=2 sum=1")).count() == 2
+            {
+                Check::pass(NAME, format!("{shown}: two ranks summed their ranks"))
+            } else {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let tail: Vec<&str> = err.lines().rev().take(3).collect();
+                Check::fail(
+                    NAME,
+                    format!(
+                        "{shown} ({}): {}",
+                        o.status,
+                        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    ),
+                    "check that mpirun starts processes here (or srun --mpi=pmix inside an allocation)",
+                )
+            }
+        }
+    }
+}
+
+fn gpus(inputs: &Inputs) -> Check {
+    const NAME: &str = "GPUs";
+    let out = Command::new(&inputs.nvidia_smi)
+        .args([
+            "--query-gpu=index,name,memory.used,memory.total,ecc.errors.uncorrected.volatile.total,clocks.sm,clocks.max.sm",
+            "--format=csv,noheader,nounits",
+        ])
+        .output();
+    let out = match out {
+        Err(_) => {
+            return Check::skip(
+                NAME,
+                format!("no {} (no NVIDIA driver): CPU only", inputs.nvidia_smi),
+            );
+        }
+        Ok(o) if !o.status.success() => {
+            return Check::fail(
+                NAME,
+                format!(
+                    "{} failed: {}",
+                    inputs.nvidia_smi,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                "the NVIDIA driver does not answer: check the driver and the devices",
+            );
+        }
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+    };
+    let mut seen = Vec::new();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() < 7 {
+            return Check::fail(
+                NAME,
+                format!("unexpected nvidia-smi line {line:?}"),
+                "check the driver version",
+            );
+        }
+        let num = |s: &str| s.parse::<f64>().ok();
+        if let Some(ecc) = num(f[4]).filter(|e| *e > 0.0) {
+            return Check::fail(
+                NAME,
+                format!("GPU {} ({}) has {ecc} uncorrected ECC errors", f[0], f[1]),
+                "drain the node and reset or replace the GPU",
+            );
+        }
+        if let (Some(used), Some(total)) = (num(f[2]), num(f[3]))
+            && used > 0.1 * total
+        {
+            return Check::fail(
+                NAME,
+                format!("GPU {} ({}) has {used} of {total} MiB in use before the run", f[0], f[1]),
+                "another process holds the GPU: find it with nvidia-smi and stop it",
+            );
+        }
+        seen.push(format!("{} {} ({} MiB, SM {}/{} MHz)", f[0], f[1], f[3], f[5], f[6]));
+    }
+    if seen.is_empty() {
+        return Check::fail(NAME, "nvidia-smi lists no GPU", "check the driver and the devices");
+    }
+    Check::pass(NAME, seen.join("; "))
+}
+
+fn nccl(inputs: &Inputs) -> Check {
+    const NAME: &str = "NCCL";
+    if Command::new(&inputs.nvidia_smi).arg("-L").output().is_err() {
+        return Check::skip(NAME, "no GPU");
+    }
+    let out = Command::new("ldconfig").arg("-p").output();
+    let found = out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so"));
+    if found {
+        Check::pass(NAME, "libnccl.so is known to the dynamic loader")
+    } else {
+        Check::fail(
+            NAME,
+            "libnccl.so is not known to the dynamic loader",
+            "install NCCL (libnccl2) or add its folder to LD_LIBRARY_PATH and run ldconfig",
+        )
+    }
+}
+
+fn cgroups(root: &Path) -> Check {
+    const NAME: &str = "cgroups";
+    let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+    let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+    let probe_name = format!("temper-doctor-{}", std::process::id());
+    if ["memory", "pids", "cpu"].iter().all(|c| has(c)) {
+        let probe = root.join(&probe_name);
+        return match std::fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir(&probe);
+                Check::pass(
+                    NAME,
+                    format!(
+                        "cgroup v2 at {} with memory, pids and cpu; groups can be made",
+                        root.display()
+                    ),
+                )
+            }
+            Err(e) => Check::fail(
+                NAME,
+                format!("cgroup v2 at {} but a group cannot be made: {e}", root.display()),
+                "delegate a cgroup subtree to the run's user (systemd: Delegate=yes), or run the sandbox as root",
+            ),
+        };
+    }
+    let hybrid = ["memory", "pids", "cpu", "unified"].iter().all(|d| root.join(d).is_dir());
+    if hybrid {
+        let probe = root.join("memory").join(&probe_name);
+        return match std::fs::create_dir(&probe) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir(&probe);
+                Check::pass(
+                    NAME,
+                    format!(
+                        "v1 memory, pids and cpu with v2 at {}/unified; groups can be made",
+                        root.display()
+                    ),
+                )
+            }
+            Err(e) => Check::fail(
+                NAME,
+                format!("v1 hierarchies under {} but a group cannot be made: {e}", root.display()),
+                "run the sandbox as root, or delegate the memory, pids and cpu hierarchies",
+            ),
+        };
+    }
+    Check::fail(
+        NAME,
+        format!(
+            "no usable cgroups under {}: {}",
+            root.display(),
+            if controllers.is_empty() {
+                "no cgroup v2 controllers"
+            } else {
+                "the memory, pids or cpu controller is missing"
+            }
+        ),
+        "mount cgroup v2 with the memory, pids and cpu controllers enabled (or v1 with a v2 `unified` hierarchy); the sandbox limits and kills model-written code through them",
+    )
+}
+
+/// The table `temper doctor` prints.
+pub fn table(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        let mark = match c.verdict {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "FAIL",
+            Verdict::Skip => "skip",
+        };
+        out.push_str(&format!("{mark}  {:<14} {}\n", c.name, c.detail));
+        if !c.fix.is_empty() {
+            out.push_str(&format!("      {:<14} → {}\n", "", c.fix));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn inputs(dir: &Path) -> Inputs {
+        Inputs {
+            run_dir: dir.join("run"),
+            need_bytes: 1 << 20,
+            nodes: 1,
+            bind: "127.0.0.1:0".into(),
+            node: "localhost".into(),
+            mpi: None,
+            nvidia_smi: dir.join("no-nvidia-smi").to_string_lossy().into_owned(),
+            cgroup_root: dir.join("cgroup"),
+        }
+    }
+
+    fn script(dir: &Path, name: &str, body: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    fn failed(check: &Check, words: &str) {
+        assert_eq!(check.verdict, Verdict::Fail, "{check:?}");
+        assert!(check.detail.contains(words), "{check:?}");
+        assert!(!check.fix.is_empty(), "{check:?}");
+    }
+
+    #[test]
+    fn the_run_directory_check_names_each_broken_condition() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = inputs(tmp.path());
+        assert_eq!(run_dir(&ok).verdict, Verdict::Pass, "{:?}", run_dir(&ok));
+        std::fs::write(tmp.path().join("file"), b"").unwrap();
+        let under_a_file = Inputs { run_dir: tmp.path().join("file/run"), ..ok.clone() };
+        failed(&run_dir(&under_a_file), "cannot create");
+        let too_big = Inputs { need_bytes: u64::MAX / 2, ..ok.clone() };
+        failed(&run_dir(&too_big), "need");
+        // A temporary folder is local: fine for one node, not for two.
+        let two_nodes = Inputs { nodes: 2, ..ok };
+        failed(&run_dir(&two_nodes), "local");
+    }
+
+    #[test]
+    fn the_port_check_fails_to_bind_or_to_resolve() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = inputs(tmp.path());
+        assert_eq!(ports(&ok).verdict, Verdict::Pass, "{:?}", ports(&ok));
+        // TEST-NET-1 is on no interface of this machine.
+        failed(&ports(&Inputs { bind: "192.0.2.1:0".into(), ..ok.clone() }), "cannot listen");
+        failed(&ports(&Inputs { node: "no-such-node.invalid".into(), ..ok }), "does not resolve");
+    }
+
+    #[test]
+    fn the_mpi_check_needs_both_ranks_to_report() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = inputs(tmp.path());
+        assert_eq!(mpi(&ok).verdict, Verdict::Skip);
+        let both = script(
+            tmp.path(),
+            "two",
+            "echo 'mpi-probe ok world=2 sum=1'; echo 'mpi-probe ok world=2 sum=1'",
+        );
+        assert_eq!(mpi(&Inputs { mpi: Some(vec![both]), ..ok.clone() }).verdict, Verdict::Pass);
+        let one = script(
+            tmp.path(),
+            "one",
+            "echo 'mpi-probe ok world=2 sum=1'; echo 'rank 1 died' >&2; exit 1",
+        );
+        failed(&mpi(&Inputs { mpi: Some(vec![one]), ..ok.clone() }), "rank 1 died");
+        failed(&mpi(&Inputs { mpi: Some(vec!["/nonexistent/mpirun".into()]), ..ok }), "cannot run");
+    }
+
+    #[test]
+    fn the_gpu_check_reads_memory_ecc_and_clocks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = inputs(tmp.path());
+        assert_eq!(gpus(&ok).verdict, Verdict::Skip);
+        assert_eq!(nccl(&ok).verdict, Verdict::Skip);
+        let smi = |name: &str, line: &str| script(tmp.path(), name, &format!("echo '{line}'"));
+        let healthy = smi("healthy", "0, NVIDIA H200, 5, 143771, 0, 1980, 1980");
+        let c = gpus(&Inputs { nvidia_smi: healthy.clone(), ..ok.clone() });
+        assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+        assert!(c.detail.contains("H200") && c.detail.contains("143771"), "{c:?}");
+        let ecc = smi("ecc", "0, NVIDIA H200, 5, 143771, 3, 1980, 1980");
+        failed(&gpus(&Inputs { nvidia_smi: ecc, ..ok.clone() }), "3 uncorrected ECC errors");
+        let busy = smi("busy", "1, NVIDIA H200, 90000, 143771, 0, 1980, 1980");
+        failed(&gpus(&Inputs { nvidia_smi: busy, ..ok.clone() }), "in use before the run");
+        let broken = script(tmp.path(), "broken", "echo 'NVIDIA-SMI has failed' >&2; exit 9");
+        failed(&gpus(&Inputs { nvidia_smi: broken, ..ok.clone() }), "NVIDIA-SMI has failed");
+        // With a GPU, NCCL must be known to the loader (this machine has none).
+        let has_nccl = Command::new("ldconfig")
+            .arg("-p")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so"));
+        let c = nccl(&Inputs { nvidia_smi: healthy, ..ok });
+        if has_nccl {
+            assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+        } else {
+            failed(&c, "libnccl.so");
+        }
+    }
+
+    #[test]
+    fn the_cgroup_check_wants_controllers_and_a_group_it_can_make() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("cgroup");
+        std::fs::create_dir_all(&root).unwrap();
+        failed(&cgroups(&root), "no usable cgroups");
+        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu io memory").unwrap();
+        failed(&cgroups(&root), "controller is missing");
+        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu io memory pids").unwrap();
+        assert_eq!(cgroups(&root).verdict, Verdict::Pass, "{:?}", cgroups(&root));
+        let v1 = tmp.path().join("v1");
+        for d in ["memory", "pids", "cpu", "unified"] {
+            std::fs::create_dir_all(v1.join(d)).unwrap();
+        }
+        assert_eq!(cgroups(&v1).verdict, Verdict::Pass, "{:?}", cgroups(&v1));
+    }
+
+    #[test]
+    fn the_space_needed_follows_the_model_and_what_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A safetensors file of one 1000 × 1000 tensor: a million parameters.
+        let header = br#"{"w":{"dtype":"F32","shape":[1000,1000],"data_offsets":[0,0]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        std::fs::write(tmp.path().join("model.safetensors"), bytes).unwrap();
+        let text = format!("[model]\npath = {:?}\n[trainer]\nkeep_weights = 3\n", tmp.path());
+        let cfg: temper_trainer::rl::RlTrainerConfig = toml::from_str(&text).unwrap();
+        // 3 weight folders of 4 MB, 2 checkpoints of 4 MB + 8 MB, and a tenth more.
+        let exact = 3 * 4_000_000 + 2 * 12_000_000;
+        assert_eq!(need_bytes(&cfg), exact + exact / 10);
+    }
+}
