@@ -17,6 +17,7 @@
 
 pub mod hub;
 pub mod inference;
+pub mod publish;
 pub mod python;
 pub mod report;
 pub mod sandbox;
@@ -46,6 +47,23 @@ pub struct HubBenchArgs {
     pub database: Option<String>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/hub.json")]
+    pub output: PathBuf,
+}
+
+/// `temper trainer bench-publish`.
+#[derive(Debug, Args)]
+pub struct PublishBenchArgs {
+    /// Sizes of the published weights, in MiB (f32 tensors of 16 MiB each).
+    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 256, 1024])]
+    pub sizes_mib: Vec<usize>,
+    /// Repetitions per size; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Folder to publish into (the run directory's filesystem is what is measured).
+    #[arg(long, default_value = "target/bench/publish")]
+    pub dir: PathBuf,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "target/bench/publish.json")]
     pub output: PathBuf,
 }
 

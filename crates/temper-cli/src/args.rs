@@ -469,6 +469,9 @@ pub enum TrainerCommand {
     /// Each side runs in its own process (peak memory is per process); temper also runs with
     /// gradient checkpointing to show the memory it saves. Prints a table and writes JSON.
     Bench(temper_bench::TrainerBenchArgs),
+    /// Seconds to publish weights through the filesystem (write, rename, STABLE) and to read
+    /// them back, against their size. Prints a table and writes JSON.
+    BenchPublish(temper_bench::PublishBenchArgs),
 }
 
 /// `temper sft`.

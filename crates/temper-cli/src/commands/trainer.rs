@@ -13,8 +13,12 @@ use temper_trainer::{Collective, Single, StepReport};
 use crate::args::{TrainerArgs, TrainerCommand};
 
 pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
-    if let Some(TrainerCommand::Bench(bench)) = args.command {
-        return temper_bench::trainer::run(bench).await;
+    match args.command {
+        Some(TrainerCommand::Bench(bench)) => return temper_bench::trainer::run(bench).await,
+        Some(TrainerCommand::BenchPublish(bench)) => {
+            return temper_bench::publish::run(bench).await;
+        }
+        None => {}
     }
     let Some(config) = args.config.clone() else { bail!("a config file is required") };
     let (cfg, resolved): (RlTrainerConfig, String) =
