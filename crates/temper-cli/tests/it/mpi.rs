@@ -245,3 +245,56 @@ fn a_failing_rank_ends_the_mpi_job() {
     // Step 1 finished and was published before the failure.
     assert!(run.join("weights/step_1/STABLE").is_file());
 }
+
+/// Pids of live processes whose command line mentions `needle` (and, when given, whose
+/// environment holds `var`).
+fn pids_with(needle: &str, var: Option<&str>) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+            String::from_utf8_lossy(&cmdline).contains(needle)
+                && !zombie
+                && var.is_none_or(|v| environ.split(|&b| b == 0).any(|kv| kv == v.as_bytes()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_rank_ends_the_mpi_job_well_before_the_batch_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = trainer_config(dir.path(), "run", "");
+    let run = dir.path().join("run");
+    write_batches(&run, 2);
+    // Only step 1's batch: both ranks then wait (batch_timeout_s = 120) for step 2.
+    for step in 2..=STEPS {
+        std::fs::remove_dir_all(run.join(format!("rollouts/step_{step}"))).unwrap();
+    }
+    let mut child =
+        mpirun(2, &config, &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    while !run.join("weights/step_1/STABLE").is_file() {
+        assert!(started.elapsed() < Duration::from_secs(60), "step 1 never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let needle = config.to_string_lossy().into_owned();
+    let rank1 = pids_with(&needle, Some("OMPI_COMM_WORLD_RANK=1"));
+    assert_eq!(rank1.len(), 1, "{rank1:?}");
+    Command::new("kill").args(["-9", &rank1[0].to_string()]).status().unwrap();
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(30), "the job outlived its killed rank");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(pids_with(&needle, None), Vec::<i32>::new(), "a rank is left running");
+}
