@@ -465,46 +465,31 @@ fn cgroups(root: &Path) -> Check {
     let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
     let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
     let probe_name = format!("temper-doctor-{}", std::process::id());
-    if ["memory", "pids", "cpu"].iter().all(|c| has(c)) {
-        let probe = root.join(&probe_name);
-        return match std::fs::create_dir(&probe) {
+    // Whether a group can be made under `parent`, where `found` describes the layout.
+    let try_group = |parent: &Path, found: String, fix: &str| {
+        let probe = parent.join(&probe_name);
+        match std::fs::create_dir(&probe) {
             Ok(()) => {
                 let _ = std::fs::remove_dir(&probe);
-                Check::pass(
-                    NAME,
-                    format!(
-                        "cgroup v2 at {} with memory, pids and cpu; groups can be made",
-                        root.display()
-                    ),
-                )
+                Check::pass(NAME, format!("{found}; groups can be made"))
             }
-            Err(e) => Check::fail(
-                NAME,
-                format!("cgroup v2 at {} but a group cannot be made: {e}", root.display()),
-                "delegate a cgroup subtree to the run's user (systemd: Delegate=yes), or run the sandbox as root",
-            ),
-        };
+            Err(e) => Check::fail(NAME, format!("{found} but a group cannot be made: {e}"), fix),
+        }
+    };
+    if ["memory", "pids", "cpu"].iter().all(|c| has(c)) {
+        return try_group(
+            root,
+            format!("cgroup v2 at {} with memory, pids and cpu", root.display()),
+            "delegate a cgroup subtree to the run's user (systemd: Delegate=yes), or run the sandbox as root",
+        );
     }
     let hybrid = ["memory", "pids", "cpu", "unified"].iter().all(|d| root.join(d).is_dir());
     if hybrid {
-        let probe = root.join("memory").join(&probe_name);
-        return match std::fs::create_dir(&probe) {
-            Ok(()) => {
-                let _ = std::fs::remove_dir(&probe);
-                Check::pass(
-                    NAME,
-                    format!(
-                        "v1 memory, pids and cpu with v2 at {}/unified; groups can be made",
-                        root.display()
-                    ),
-                )
-            }
-            Err(e) => Check::fail(
-                NAME,
-                format!("v1 hierarchies under {} but a group cannot be made: {e}", root.display()),
-                "run the sandbox as root, or delegate the memory, pids and cpu hierarchies",
-            ),
-        };
+        return try_group(
+            &root.join("memory"),
+            format!("v1 memory, pids and cpu with v2 at {}/unified", root.display()),
+            "run the sandbox as root, or delegate the memory, pids and cpu hierarchies",
+        );
     }
     Check::fail(
         NAME,

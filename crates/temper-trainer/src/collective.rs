@@ -60,6 +60,28 @@ pub trait Collective: Send + Sync + fmt::Debug {
     }
 }
 
+/// Every tensor's elements end to end, as f32 (what an all-reduce of the tensors sends).
+pub fn flatten_f32(tensors: &[Tensor]) -> candle_core::Result<Vec<f32>> {
+    let mut flat = Vec::with_capacity(tensors.iter().map(Tensor::elem_count).sum());
+    for t in tensors {
+        flat.extend(t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+    }
+    Ok(flat)
+}
+
+/// Replaces each tensor with its part of `flat` (the layout of [`flatten_f32`]), keeping its
+/// shape, dtype and device.
+pub fn unflatten_into(tensors: &mut [Tensor], flat: &[f32]) -> candle_core::Result<()> {
+    let mut at = 0;
+    for t in tensors.iter_mut() {
+        let n = t.elem_count();
+        let part = Tensor::from_slice(&flat[at..at + n], t.shape(), &candle_core::Device::Cpu)?;
+        *t = part.to_device(t.device())?.to_dtype(t.dtype())?;
+        at += n;
+    }
+    Ok(())
+}
+
 /// How a flat vector of `len` elements is split across `world` ranks: rank `r` holds the block
 /// `[r·b, min((r+1)·b, len))` with `b = ⌈len / world⌉` (the last blocks may be short or empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,19 +212,10 @@ impl Collective for InProcess {
         if self.world <= 1 {
             return Ok(());
         }
-        let mut flat = Vec::new();
-        for t in tensors.iter() {
-            let v = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-            flat.extend(v.into_iter().map(f64::from));
-        }
+        let flat = flatten_f32(tensors)?.into_iter().map(f64::from).collect();
         let summed = self.reduce(flat, true)?;
-        let mut at = 0;
-        for t in tensors.iter_mut() {
-            let n = t.elem_count();
-            let part: Vec<f32> = summed[at..at + n].iter().map(|&x| x as f32).collect();
-            at += n;
-            *t = Tensor::from_vec(part, t.shape(), t.device())?.to_dtype(t.dtype())?;
-        }
+        let summed: Vec<f32> = summed.iter().map(|&x| x as f32).collect();
+        unflatten_into(tensors, &summed)?;
         Ok(())
     }
     fn all_reduce_f64(&self, values: &mut [f64]) -> candle_core::Result<()> {

@@ -13,9 +13,9 @@ use ::mpi::collective::SystemOperation;
 use ::mpi::environment::Universe;
 use ::mpi::topology::SimpleCommunicator;
 use ::mpi::traits::{Communicator, CommunicatorCollectives};
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 
-use crate::collective::{Blocks, Collective};
+use crate::collective::{Blocks, Collective, flatten_f32, unflatten_into};
 
 /// Elements per MPI call (MPI counts are C ints).
 const MAX_COUNT: usize = 1 << 28;
@@ -90,18 +90,9 @@ impl Collective for Mpi {
         if self.world <= 1 {
             return Ok(());
         }
-        let mut flat = Vec::new();
-        for t in tensors.iter() {
-            flat.extend(t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
-        }
+        let mut flat = flatten_f32(tensors)?;
         sum_in_place(&mut flat);
-        let mut at = 0;
-        for t in tensors.iter_mut() {
-            let n = t.elem_count();
-            let part = Tensor::from_slice(&flat[at..at + n], t.shape(), &candle_core::Device::Cpu)?;
-            *t = part.to_device(t.device())?.to_dtype(t.dtype())?;
-            at += n;
-        }
+        unflatten_into(tensors, &flat)?;
         Ok(())
     }
 

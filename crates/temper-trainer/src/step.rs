@@ -451,10 +451,7 @@ impl<'c> Trainer<'c> {
         };
         let sharded = self.optimizer.shards() > 1;
         let block = if sharded {
-            let mut flat = Vec::with_capacity(self.optimizer.flat_len());
-            for g in &grads {
-                flat.extend(g.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
-            }
+            let flat = crate::collective::flatten_f32(&grads)?;
             Some(self.collective.reduce_scatter_f32(&flat)?)
         } else {
             self.collective.all_reduce_sum(&mut grads)?;
