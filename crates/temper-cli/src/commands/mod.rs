@@ -19,14 +19,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::args::Command;
 
-/// A flag set when the user presses Ctrl-C, for loops that stop cleanly between steps.
-fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+/// A flag set on Ctrl-C (SIGINT) or SIGTERM (what `kill`, Slurm's `scancel` and a cancelled job
+/// step send first), for loops that stop cleanly between steps and checkpoint.
+fn stop_on_interrupt() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            flag.store(true, Ordering::SeqCst);
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
+        flag.store(true, Ordering::SeqCst);
     });
     stop
 }

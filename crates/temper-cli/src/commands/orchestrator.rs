@@ -23,7 +23,7 @@ pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
     let (code_runner, _, local_sandbox) =
         super::eval::code_runner_for(o.sandbox.as_deref(), o.allow_unsandboxed_code).await?;
     let services = Services { code_runner, judge: None };
-    let stop = super::stop_on_ctrl_c();
+    let stop = super::stop_on_interrupt();
     let start = match (args.resume, args.resume_step) {
         (_, Some(step)) => Start::At(step),
         (true, None) => Start::Latest,

@@ -42,7 +42,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     };
     // The environment also scores evaluations, when there are any.
     let env = env.filter(|_| cfg.eval.num_examples > 0);
-    let stop = super::stop_on_ctrl_c();
+    let stop = super::stop_on_interrupt();
     let handle = tokio::runtime::Handle::current();
     let started = Instant::now();
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {

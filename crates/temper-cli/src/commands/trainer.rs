@@ -38,7 +38,7 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
-    let stop = super::stop_on_ctrl_c();
+    let stop = super::stop_on_interrupt();
     let resume = args.resume;
     let gauges = Gauges::default();
     let _metrics = match &cfg.trainer.metrics_addr {

@@ -382,3 +382,36 @@ fn doctor_passes_on_this_machine_and_names_a_broken_run_directory() {
     assert!(line.starts_with("FAIL") && line.contains("cannot create"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 check(s) failed"));
 }
+
+#[test]
+fn sigterm_stops_the_trainer_cleanly_with_a_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("trainer.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model.scratch]\nhidden_size = 32\nnum_layers = 1\nnum_heads = 4\nnum_kv_heads = 2\nintermediate_size = 64\nmax_positions = 64\n[trainer]\nsteps = 5\n[output]\ndir = {:?}\n",
+            tmp.path().join("run")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .arg("trainer")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It waits for step 1's batch, which never comes.
+    let log = tmp.path().join("run/trainer.toml");
+    wait_for("the trainer to start", Duration::from_secs(30), || log.is_file());
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let (status, _) = wait(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(out.contains("trainer stopped after step 0 (checkpoint written)"), "{out}");
+    assert!(tmp.path().join("run/checkpoints/trainer/step_0/state.json").is_file());
+}
