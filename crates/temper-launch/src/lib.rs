@@ -175,32 +175,7 @@ pub async fn launch(
     let Some(model) = trainer.model.path.clone() else {
         return Err(bad("[model] path is required".into()));
     };
-    let placement_error = |message: String| LaunchError::Placement { path: path.clone(), message };
-    place.validate().map_err(placement_error)?;
-    if place.trainer_ranks > 1 && !opts.mpi {
-        return Err(placement_error(format!(
-            "launch.trainer_ranks = {} needs temper built with the `mpi` feature (cargo build --release --features mpi, with Open MPI installed)",
-            place.trainer_ranks
-        )));
-    }
-    if orchestrator.orchestrator.world_size != 1
-        && orchestrator.orchestrator.world_size as usize != place.trainer_ranks
-    {
-        return Err(placement_error(format!(
-            "orchestrator.world_size ({}) differs from launch.trainer_ranks ({}); set launch.trainer_ranks only",
-            orchestrator.orchestrator.world_size, place.trainer_ranks
-        )));
-    }
-    orchestrator.orchestrator.world_size = place.trainer_ranks as u32;
-    let placer = Placer::from_env(place.placement).map_err(placement_error)?;
-    let nodes = placer.assign(&place);
-    // Every role serves Prometheus metrics and announces them in RUN/prometheus/.
-    let any_port = match placer {
-        Placer::Local => "127.0.0.1:0",
-        Placer::Slurm { .. } => "0.0.0.0:0",
-    };
-    trainer.trainer.metrics_addr.get_or_insert_with(|| any_port.to_owned());
-    orchestrator.orchestrator.metrics_addr.get_or_insert_with(|| any_port.to_owned());
+    let (placer, nodes) = place_roles(&path, &place, opts, &mut trainer, &mut orchestrator)?;
     let dir = trainer.output.dir.clone();
     prepare_dir(&dir, opts.resume, opts.clean)?;
     // Scrape targets of an earlier launch name ports that are gone; the roles announce anew.
@@ -227,36 +202,15 @@ pub async fn launch(
     } else {
         0
     };
-    if let Placer::Slurm { job, .. } = &placer {
-        hooks.on_notice(&format!(
-            "Slurm job {job}: inference on {}, trainer ({} ranks) on {}, orchestrator on {}{}",
-            nodes.inference.join(","),
-            place.trainer_ranks,
-            nodes.trainer.join(","),
-            nodes.orchestrator,
-            if nodes.shared {
-                " (the allocation has fewer nodes than asked for: roles share them)"
-            } else {
-                ""
-            }
-        ));
+    if let Some(notice) = placer.describe(&nodes, place.trainer_ranks) {
+        hooks.on_notice(&notice);
     }
-    let mut procs: Vec<Proc> = Vec::new();
+    let mut roles =
+        Roles { placer: &placer, nodes: &nodes, dir: &dir, exe: &opts.exe, procs: Vec::new() };
     let result = async {
-        let exe = &opts.exe;
         if orchestrator.inference.base_urls.is_empty() {
-            let urls = start_servers(
-                &mut procs,
-                &placer,
-                &nodes,
-                &orchestrator,
-                &trainer,
-                &model,
-                &dir,
-                exe,
-            )
-            .await?;
-            orchestrator.inference.base_urls = urls;
+            orchestrator.inference.base_urls =
+                roles.servers(&orchestrator, &trainer, &model).await?;
         }
         orchestrator.validate()?;
         write_config(&dir.join("config.toml"), Ok(resolved), "launcher")?;
@@ -266,115 +220,165 @@ pub async fn launch(
             toml::to_string_pretty(&orchestrator),
             "orchestrator",
         )?;
-        let mut args =
-            vec!["trainer".to_owned(), dir.join("trainer.toml").to_string_lossy().into_owned()];
+        let mut args = vec!["trainer".to_owned(), path_arg(&dir.join("trainer.toml"))];
         if resume_step > 0 {
             args.push("--resume".into());
         }
-        let cmd = placer.command(
-            "trainer",
-            exe,
-            &args,
-            &nodes.trainer,
-            place.trainer_ranks,
-            &place.srun_mpi,
-        );
-        procs.push(Proc::spawn("trainer".into(), false, cmd, &dir)?);
-        let mut args = vec![
-            "orchestrator".to_owned(),
-            dir.join("orchestrator.toml").to_string_lossy().into_owned(),
-        ];
+        roles.spawn("trainer", &args, &nodes.trainer, place.trainer_ranks, &place.srun_mpi)?;
+        let mut args = vec!["orchestrator".to_owned(), path_arg(&dir.join("orchestrator.toml"))];
         if opts.resume {
             args.extend(["--resume-step".into(), resume_step.to_string()]);
         }
-        let node = std::slice::from_ref(&nodes.orchestrator);
-        let cmd = placer.command("orchestrator", exe, &args, node, 1, "");
-        procs.push(Proc::spawn("orchestrator".into(), false, cmd, &dir)?);
-        supervise::supervise(&mut procs, &dir, hooks).await
+        roles.spawn("orchestrator", &args, std::slice::from_ref(&nodes.orchestrator), 1, "")?;
+        supervise::supervise(&mut roles.procs, &dir, hooks).await
     }
     .await;
-    process::stop_all(&mut procs).await;
+    process::stop_all(&mut roles.procs).await;
     result
 }
 
-/// Starts the inference servers (each on a free port, or the configured port plus its index),
-/// waits until each has written the address it listens on, announces them to Prometheus, and
-/// returns their URLs.
-#[allow(clippy::too_many_arguments, reason = "the parts of the run a server is started from")]
-async fn start_servers(
-    procs: &mut Vec<Proc>,
-    placer: &Placer,
-    nodes: &placement::Assignment,
-    orchestrator: &temper_orchestrator::OrchestratorConfig,
-    trainer: &temper_trainer::rl::RlTrainerConfig,
-    model: &Path,
-    dir: &Path,
-    exe: &Path,
-) -> Result<Vec<String>, LaunchError> {
-    let inference = &orchestrator.inference;
-    let (host, port) = inference.addr.rsplit_once(':').unwrap_or((inference.addr.as_str(), "0"));
-    let port: u16 = port.parse().map_err(|_| LaunchError::Listen {
-        addr: inference.addr.clone(),
-        source: std::io::Error::other("not host:port"),
-    })?;
-    let host = match placer {
-        Placer::Local => host,
-        // Reached from other nodes.
-        Placer::Slurm { .. } => "0.0.0.0",
-    };
-    let servers = dir.join("servers");
-    std::fs::create_dir_all(&servers).map_err(|e| LaunchError::io(&servers, e))?;
-    let mut files = Vec::new();
-    for (i, node) in nodes.inference.iter().enumerate() {
-        let file = servers.join(format!("inference-{i}.addr"));
-        let _ = std::fs::remove_file(&file);
-        let port = if port == 0 { 0 } else { usize::from(port) + i };
-        let mut args: Vec<String> = vec!["inference".into(), "serve".into()];
-        args.extend(["--addr".into(), format!("{host}:{port}")]);
-        args.extend(["--address-file".into(), file.to_string_lossy().into_owned()]);
-        args.extend(["--served-model-name".into(), inference.model_name.clone()]);
-        args.extend(["--model".into(), model.to_string_lossy().into_owned()]);
-        args.extend(["--max-running".into(), inference.max_running.to_string()]);
-        if let Some(dtype) = &trainer.model.dtype {
-            args.extend(["--dtype".into(), dtype.clone()]);
+/// Checks `[launch]` against the build and the orchestrator's `world_size` (which it sets),
+/// resolves where the roles go, and gives the trainer and orchestrator a metrics address when
+/// they have none.
+fn place_roles(
+    path: &Path,
+    place: &LaunchConfig,
+    opts: &LaunchOptions,
+    trainer: &mut temper_trainer::rl::RlTrainerConfig,
+    orchestrator: &mut temper_orchestrator::OrchestratorConfig,
+) -> Result<(Placer, placement::Assignment), LaunchError> {
+    let error = |message: String| LaunchError::Placement { path: path.to_owned(), message };
+    place.validate().map_err(error)?;
+    if place.trainer_ranks > 1 && !opts.mpi {
+        return Err(error(format!(
+            "launch.trainer_ranks = {} needs temper built with the `mpi` feature (cargo build --release --features mpi, with Open MPI installed)",
+            place.trainer_ranks
+        )));
+    }
+    let world = &mut orchestrator.orchestrator.world_size;
+    if *world != 1 && *world as usize != place.trainer_ranks {
+        return Err(error(format!(
+            "orchestrator.world_size ({world}) differs from launch.trainer_ranks ({}); set launch.trainer_ranks only",
+            place.trainer_ranks
+        )));
+    }
+    *world = place.trainer_ranks as u32;
+    let placer = Placer::from_env(place.placement).map_err(error)?;
+    let nodes = placer.assign(place);
+    // Every role serves Prometheus metrics and announces them in RUN/prometheus/.
+    let any_port = placer.any_addr(0);
+    trainer.trainer.metrics_addr.get_or_insert_with(|| any_port.clone());
+    orchestrator.orchestrator.metrics_addr.get_or_insert(any_port);
+    Ok((placer, nodes))
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The roles of a run being started: where they go, and the processes started so far.
+struct Roles<'a> {
+    placer: &'a Placer,
+    nodes: &'a placement::Assignment,
+    dir: &'a Path,
+    exe: &'a Path,
+    procs: Vec<Proc>,
+}
+
+impl Roles<'_> {
+    /// Starts `role` (`temper ARGS`) as `tasks` tasks on `nodes`.
+    fn spawn(
+        &mut self,
+        role: &str,
+        args: &[String],
+        nodes: &[String],
+        tasks: usize,
+        mpi: &str,
+    ) -> Result<(), LaunchError> {
+        let cmd = self.placer.command(role, self.exe, args, nodes, tasks, mpi);
+        self.procs.push(Proc::spawn(role.to_owned(), false, cmd, self.dir)?);
+        Ok(())
+    }
+
+    /// Starts the inference servers (each on a free port, or the configured port plus its
+    /// index), waits until each has written the address it listens on, announces them to
+    /// Prometheus, and returns their URLs.
+    async fn servers(
+        &mut self,
+        orchestrator: &temper_orchestrator::OrchestratorConfig,
+        trainer: &temper_trainer::rl::RlTrainerConfig,
+        model: &Path,
+    ) -> Result<Vec<String>, LaunchError> {
+        let inference = &orchestrator.inference;
+        let port = inference.addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+        let Some(port) = port else {
+            return Err(LaunchError::Listen {
+                addr: inference.addr.clone(),
+                source: std::io::Error::other("not host:port"),
+            });
+        };
+        let servers = self.dir.join("servers");
+        std::fs::create_dir_all(&servers).map_err(|e| LaunchError::io(&servers, e))?;
+        let mut started = Vec::new();
+        for (i, node) in self.nodes.inference.iter().enumerate() {
+            let file = servers.join(format!("inference-{i}.addr"));
+            let _ = std::fs::remove_file(&file);
+            let port = if port == 0 { 0 } else { usize::from(port) + i };
+            let addr = match self.placer {
+                Placer::Local => inference
+                    .addr
+                    .rsplit_once(':')
+                    .map_or(String::new(), |(h, _)| format!("{h}:{port}")),
+                Placer::Slurm { .. } => self.placer.any_addr(port),
+            };
+            let mut args: Vec<String> = vec!["inference".into(), "serve".into()];
+            args.extend(["--addr".into(), addr]);
+            args.extend(["--address-file".into(), path_arg(&file)]);
+            args.extend(["--served-model-name".into(), inference.model_name.clone()]);
+            args.extend(["--model".into(), path_arg(model)]);
+            args.extend(["--max-running".into(), inference.max_running.to_string()]);
+            if let Some(dtype) = &trainer.model.dtype {
+                args.extend(["--dtype".into(), dtype.clone()]);
+            }
+            let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
+            let mut cmd =
+                self.placer.command(&role, self.exe, &args, std::slice::from_ref(node), 1, "");
+            cmd.env(exposition::RANK_VAR, i.to_string());
+            self.procs.push(Proc::spawn(role, true, cmd, self.dir)?);
+            started.push((i, node.clone(), file, self.procs.len() - 1));
         }
-        let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
-        let mut cmd = placer.command(&role, exe, &args, std::slice::from_ref(node), 1, "");
-        cmd.env(exposition::RANK_VAR, i.to_string());
-        procs.push(Proc::spawn(role, true, cmd, dir)?);
-        files.push((i, node.clone(), file, procs.len() - 1));
+        let limit = std::time::Duration::from_secs_f64(inference.timeout_s.max(600.0));
+        let since = std::time::Instant::now();
+        let mut urls = Vec::new();
+        for (i, node, file, at) in started {
+            let addr = loop {
+                if let Ok(text) = std::fs::read_to_string(&file) {
+                    break text.trim().to_owned();
+                }
+                let p = &mut self.procs[at];
+                if let Some(status) = p.poll() {
+                    return Err(p.failure(status));
+                }
+                if since.elapsed() > limit {
+                    return Err(LaunchError::ServerStart {
+                        index: i,
+                        node,
+                        seconds: limit.as_secs(),
+                    });
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            };
+            let node = match self.placer {
+                Placer::Local => Identity::of_process("inference").node,
+                Placer::Slurm { .. } => node,
+            };
+            let who = Identity { role: "inference".into(), node, rank: i };
+            exposition::write_target(self.dir, &who, &addr)
+                .map_err(|e| LaunchError::io(self.dir, e))?;
+            urls.push(format!("http://{addr}/v1"));
+        }
+        Ok(urls)
     }
-    let limit = std::time::Duration::from_secs_f64(inference.timeout_s.max(600.0));
-    let started = std::time::Instant::now();
-    let mut urls = Vec::new();
-    for (i, node, file, at) in files {
-        let addr = loop {
-            if let Ok(text) = std::fs::read_to_string(&file) {
-                break text.trim().to_owned();
-            }
-            let p = &mut procs[at];
-            if let Some(status) = p.poll() {
-                return Err(LaunchError::RoleFailed {
-                    role: p.role.clone(),
-                    status,
-                    log: p.log.clone(),
-                    tail: p.log_tail(20),
-                });
-            }
-            if started.elapsed() > limit {
-                return Err(LaunchError::ServerStart { index: i, node, seconds: limit.as_secs() });
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        };
-        let node = match placer {
-            Placer::Local => Identity::of_process("inference").node,
-            Placer::Slurm { .. } => node,
-        };
-        let who = Identity { role: "inference".into(), node, rank: i };
-        exposition::write_target(dir, &who, &addr).map_err(|e| LaunchError::io(dir, e))?;
-        urls.push(format!("http://{addr}/v1"));
-    }
-    Ok(urls)
 }
 
 /// Refuses a run directory that holds an earlier run unless `resume` (keep it) or `clean`

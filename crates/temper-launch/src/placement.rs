@@ -231,6 +231,31 @@ impl Placer {
         )
     }
 
+    /// `host:port` for a role to listen on: loopback locally, every interface under Slurm (the
+    /// roles reach it from other nodes).
+    pub fn any_addr(&self, port: usize) -> String {
+        match self {
+            Placer::Local => format!("127.0.0.1:{port}"),
+            Placer::Slurm { .. } => format!("0.0.0.0:{port}"),
+        }
+    }
+
+    /// What a person should read about where the roles went (under Slurm).
+    pub fn describe(&self, nodes: &Assignment, trainer_ranks: usize) -> Option<String> {
+        let Placer::Slurm { job, .. } = self else { return None };
+        Some(format!(
+            "Slurm job {job}: inference on {}, trainer ({trainer_ranks} ranks) on {}, orchestrator on {}{}",
+            nodes.inference.join(","),
+            nodes.trainer.join(","),
+            nodes.orchestrator,
+            if nodes.shared {
+                " (the allocation has fewer nodes than asked for: roles share them)"
+            } else {
+                ""
+            }
+        ))
+    }
+
     /// The nodes of each role.
     pub fn assign(&self, cfg: &LaunchConfig) -> Assignment {
         let nodes = match self {
@@ -281,7 +306,9 @@ impl Placer {
                 let mut unique = nodes.to_vec();
                 unique.dedup();
                 let mut c = Command::new("srun");
+                // Roles share the allocation's CPUs: a step may have more tasks than it has CPUs.
                 c.arg("--overlap")
+                    .arg("--overcommit")
                     .arg("--quit-on-interrupt")
                     .arg("--kill-on-bad-exit=1")
                     .arg(format!("--job-name=temper-{role}"))

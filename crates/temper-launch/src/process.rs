@@ -105,6 +105,16 @@ impl Proc {
         }
     }
 
+    /// The error of its having ended with `status` while the run needed it.
+    pub fn failure(&self, status: ExitStatus) -> LaunchError {
+        LaunchError::RoleFailed {
+            role: self.role.clone(),
+            status,
+            log: self.log.clone(),
+            tail: self.log_tail(20),
+        }
+    }
+
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -168,11 +178,4 @@ pub fn watch_parent() {
             std::thread::sleep(Duration::from_millis(250));
         }
     });
-}
-
-/// `addr` with port 0 replaced by a free port.
-pub fn free_addr(addr: &str) -> Result<String, LaunchError> {
-    let bind = |source| LaunchError::Listen { addr: addr.to_owned(), source };
-    let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
-    Ok(listener.local_addr().map_err(bind)?.to_string())
 }

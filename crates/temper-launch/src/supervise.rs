@@ -101,12 +101,7 @@ pub async fn supervise(
             if let Some(status) = ended
                 && (p.serves || !status.success())
             {
-                return Err(LaunchError::RoleFailed {
-                    role: p.role.clone(),
-                    status,
-                    log: p.log.clone(),
-                    tail: p.log_tail(20),
-                });
+                return Err(p.failure(status));
             }
         }
         for l in tail.read() {

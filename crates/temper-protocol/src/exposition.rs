@@ -94,14 +94,15 @@ impl Scrape {
         Self { registry: Registry::with_prefix_and_labels(prefix, who.labels()) }
     }
 
-    /// A counter (`name` without `_total`, which the format adds).
+    /// A counter (`name` without `_total`, which the format adds). The format ends `help`
+    /// with a full stop.
     pub fn counter(&mut self, name: &str, help: &str, value: f64) {
-        self.registry.register(name, help, ConstCounter::new(value));
+        self.registry.register(name, sentence(help), ConstCounter::new(value));
     }
 
     /// A gauge.
     pub fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        self.registry.register(name, help, ConstGauge::new(value));
+        self.registry.register(name, sentence(help), ConstGauge::new(value));
     }
 
     /// A counter with one more label, `label`, taking each of `values`' keys.
@@ -116,7 +117,7 @@ impl Scrape {
         for (key, v) in values {
             family.get_or_create(&vec![(label.to_owned(), key)]).inc_by(v);
         }
-        self.registry.register(name, help, family);
+        self.registry.register(name, sentence(help), family);
     }
 
     /// The OpenMetrics text.
@@ -140,6 +141,11 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let has = |(k, v): &(&str, &str)| set.split(',').any(|p| p == format!("{k}=\"{v}\""));
         (metric == name && labels.iter().all(has)).then(|| value.parse().ok()).flatten()
     })
+}
+
+/// `help` without its final full stop, which the encoder adds.
+fn sentence(help: &str) -> &str {
+    help.strip_suffix('.').unwrap_or(help)
 }
 
 /// A metric name from a `metrics.jsonl` key: every character outside `[a-zA-Z0-9_]` becomes `_`
@@ -268,6 +274,7 @@ mod tests {
         // One description per metric family, however many label sets.
         assert_eq!(text.matches("# TYPE temper_x_runs counter").count(), 1, "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("# HELP temper_x_requests Requests.\n"), "{text}");
         assert_eq!(sample(&text, "temper_x_requests_total", &[("rank", "3")]), Some(5.0));
         assert_eq!(sample(&text, "temper_x_runs_total", &[("status", "timeout")]), Some(1.0));
         assert_eq!(sample(&text, "temper_x_runs_total", &[("status", "nope")]), None);
@@ -295,22 +302,15 @@ mod tests {
 
     #[test]
     fn targets_name_the_node_for_an_unspecified_host() {
-        let dir = tempfile_dir();
-        let path = write_target(&dir, &who(), "0.0.0.0:9400").unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let path = write_target(dir, &who(), "0.0.0.0:9400").unwrap();
         assert_eq!(path, dir.join("prometheus/trainer-3.json"));
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(v[0]["targets"][0], "n7:9400");
         assert_eq!(v[0]["labels"]["rank"], "3");
-        let path = write_target(&dir, &who(), "127.0.0.1:80").unwrap();
+        let path = write_target(dir, &who(), "127.0.0.1:80").unwrap();
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(v[0]["targets"][0], "127.0.0.1:80");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("temper-exposition-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }

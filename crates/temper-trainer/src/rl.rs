@@ -115,8 +115,9 @@ pub trait RlHooks {
     fn on_start(&mut self, _start_step: u64, _total: u64) {}
     /// Waiting for the batch of `step`.
     fn on_wait(&mut self, _step: u64) {}
-    /// A step finished and its weights are written.
-    fn on_step(&mut self, _report: &StepReport, _weights: &Path) {}
+    /// A step finished (`line` is its metrics line, which rank 0 writes) and its weights are
+    /// written.
+    fn on_step(&mut self, _report: &StepReport, _line: &TrainerStep, _weights: &Path) {}
     /// Stop now (a checkpoint is written first).
     fn should_stop(&mut self) -> bool {
         false
@@ -128,7 +129,14 @@ pub trait RlHooks {
 pub struct NoRlHooks;
 impl RlHooks for NoRlHooks {}
 
-fn read_batch(dir: &Path, rank: usize, step: u64) -> Result<TrainBatch, TrainError> {
+/// This rank's batch of `step`, checked against the contract, the step, the rank and the
+/// number of ranks.
+fn read_batch(
+    dir: &Path,
+    collective: &dyn Collective,
+    step: u64,
+) -> Result<TrainBatch, TrainError> {
+    let (rank, world) = (collective.rank(), collective.world_size());
     let path = dir.join(format!("rank_{rank}.json"));
     let bytes = std::fs::read(&path).map_err(TrainError::io(&path))?;
     let batch: TrainBatch = serde_json::from_slice(&bytes)
@@ -140,6 +148,13 @@ fn read_batch(dir: &Path, rank: usize, step: u64) -> Result<TrainBatch, TrainErr
             path.display(),
             batch.step,
             batch.rank
+        )));
+    }
+    if batch.world_size as usize != world {
+        return Err(TrainError::Data(format!(
+            "{}: the batch of step {step} is for {} ranks; this trainer has {world}",
+            path.display(),
+            batch.world_size
         )));
     }
     Ok(batch)
@@ -188,23 +203,8 @@ pub fn run(
     let run = cfg.output.dir.clone();
     let ckpt_root = temper_protocol::run_dir::checkpoints_dir(&run, "trainer");
     let metrics_path = temper_protocol::run_dir::metrics_file(&run);
-    let rank = collective.rank();
-    let is_lead = rank == 0;
-    let mut trainer = Trainer::new(
-        policy,
-        cfg.optim,
-        cfg.schedule,
-        cfg.trainer.steps,
-        collective,
-        cfg.trainer.gradient_checkpointing,
-    )?;
-    if let Some(l) = &cfg.lora {
-        let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
-        trainer = trainer.with_lora(lora)?;
-    }
-    if cfg.trainer.shard_optimizer && collective.world_size() > 1 {
-        trainer = trainer.with_sharded_optimizer()?;
-    }
+    let is_lead = collective.rank() == 0;
+    let mut trainer = build_trainer(cfg, policy, collective)?;
     let summary = |trainer: &Trainer<'_>, stopped: bool| RlSummary {
         steps: trainer.step,
         stopped,
@@ -243,30 +243,14 @@ pub fn run(
             }
         }
         let wait_s = waited.elapsed().as_secs_f64();
-        let batch = read_batch(&dir, rank, step)?;
-        if batch.world_size as usize != collective.world_size() {
-            return Err(TrainError::Data(format!(
-                "the batch of step {step} is for {} ranks; this trainer has {}",
-                batch.world_size,
-                collective.world_size()
-            )));
-        }
+        let batch = read_batch(&dir, collective, step)?;
         let seqs = to_sequences(&batch);
         let mbs: Vec<Vec<&RlSequence>> = seqs.iter().map(|mb| mb.iter().collect()).collect();
         let report = trainer.rl_step(&mbs, &cfg.loss, batch.total_loss_tokens as f64)?;
+        let line = report.trainer_line(step, wait_s);
         let weights = weights_dir(&run, step);
         if is_lead {
-            let st = &report.stats;
-            let n = st.tokens.max(1.0);
-            let line = TrainerStep {
-                update: report.update_line(step),
-                mismatch_kl: st.mismatch_kl / n,
-                masked_high: st.masked_high / n,
-                masked_low: st.masked_low / n,
-                clipped: st.clipped / n,
-                wait_batch_s: wait_s,
-            };
-            crate::sft::append_metrics(&metrics_path, &MetricsLine::Trainer(line))?;
+            crate::sft::append_metrics(&metrics_path, &MetricsLine::Trainer(line.clone()))?;
             publish_weights(&trainer, &weights)?;
             prune_weights(&run, step, cfg.trainer.keep_weights)?;
         }
@@ -275,9 +259,34 @@ pub fn run(
         if last || (every > 0 && step.is_multiple_of(every)) {
             save_checkpoint(&trainer)?;
         }
-        hooks.on_step(&report, &weights);
+        hooks.on_step(&report, &line, &weights);
     }
     Ok(summary(&trainer, false))
+}
+
+/// The trainer of `cfg`: LoRA adapters when configured, optimizer state sharded over the
+/// collective's ranks when asked for and there are several.
+fn build_trainer<'c>(
+    cfg: &RlTrainerConfig,
+    policy: Policy,
+    collective: &'c dyn Collective,
+) -> Result<Trainer<'c>, TrainError> {
+    let mut trainer = Trainer::new(
+        policy,
+        cfg.optim,
+        cfg.schedule,
+        cfg.trainer.steps,
+        collective,
+        cfg.trainer.gradient_checkpointing,
+    )?;
+    if let Some(l) = &cfg.lora {
+        let lora = crate::lora::Lora::new(&trainer.policy.model, l.clone())?;
+        trainer = trainer.with_lora(lora)?;
+    }
+    if cfg.trainer.shard_optimizer && collective.world_size() > 1 {
+        trainer = trainer.with_sharded_optimizer()?;
+    }
+    Ok(trainer)
 }
 
 enum Wait {

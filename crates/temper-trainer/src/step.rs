@@ -55,6 +55,26 @@ impl StepReport {
     }
 }
 
+impl StepReport {
+    /// The RL trainer's metrics line of this step, as step `step` of the run, after waiting
+    /// `wait_batch_s` seconds for its batch (the loss statistics per loss token).
+    pub fn trainer_line(
+        &self,
+        step: u64,
+        wait_batch_s: f64,
+    ) -> temper_protocol::metrics::TrainerStep {
+        let (st, n) = (&self.stats, self.stats.tokens.max(1.0));
+        temper_protocol::metrics::TrainerStep {
+            update: self.update_line(step),
+            mismatch_kl: st.mismatch_kl / n,
+            masked_high: st.masked_high / n,
+            masked_low: st.masked_low / n,
+            clipped: st.clipped / n,
+            wait_batch_s,
+        }
+    }
+}
+
 /// What a micro-batch's gradients are taken through.
 struct Pass<'a> {
     model: &'a temper_model::Transformer,

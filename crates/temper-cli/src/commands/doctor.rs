@@ -29,32 +29,23 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
         Placer::Slurm { nodes, .. } => nodes.len(),
     };
     let exe = std::env::current_exe().context("cannot find the temper binary")?;
-    let exe = exe.to_string_lossy().into_owned();
+    let node = Identity::of_process("doctor").node;
+    // Two ranks placed as a run's trainer would be: mpirun here, a job step in an allocation.
     let mpi = cfg!(feature = "mpi").then(|| {
-        let mut cmd: Vec<String> = match &placer {
-            Placer::Slurm { .. } => {
-                ["srun", "--overlap", "--overcommit", "-N", "1", "-n", "2", "--mpi=pmix"]
-                    .map(String::from)
-                    .to_vec()
-            }
-            Placer::Local => {
-                let mut c: Vec<String> =
-                    ["mpirun", "--oversubscribe", "-np", "2"].map(String::from).to_vec();
-                if nix::unistd::geteuid().is_root() {
-                    c.push("--allow-run-as-root".into());
-                }
-                c
-            }
-        };
-        cmd.extend([exe.clone(), "doctor".into(), "--mpi-probe".into()]);
-        cmd
+        let args = ["doctor".to_owned(), "--mpi-probe".to_owned()];
+        let cmd = placer.command("doctor", &exe, &args, std::slice::from_ref(&node), 2, "pmix");
+        let cmd = cmd.as_std();
+        std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<String>>()
     });
     let inputs = Inputs {
         run_dir,
         need_bytes,
         nodes,
         bind: "0.0.0.0:0".into(),
-        node: Identity::of_process("doctor").node,
+        node,
         mpi,
         nvidia_smi: "nvidia-smi".into(),
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),

@@ -39,17 +39,7 @@ async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
     // The first line on stdout says where it listens (tests and scripts read it).
     println!("temper hub listening on http://{addr} (data {})", args.data.data.display());
     let shutdown = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        super::interrupted().await;
         eprintln!("temper hub: shutting down");
     };
     temper_hub::server::serve(hub, listener, shutdown).await.context("the hub server failed")

@@ -19,24 +19,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::args::Command;
 
-/// A flag set on Ctrl-C (SIGINT) or SIGTERM (what `kill`, Slurm's `scancel` and a cancelled job
-/// step send first), for loops that stop cleanly between steps and checkpoint.
+/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `kill`, Slurm's `scancel` and a cancelled job
+/// step send first).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// A flag set once [`interrupted`], for loops that stop cleanly between steps and checkpoint.
 fn stop_on_interrupt() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        interrupted().await;
         flag.store(true, Ordering::SeqCst);
     });
     stop

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
+use temper_protocol::MetricsLine;
 use temper_protocol::exposition::Gauges;
+use temper_protocol::metrics::TrainerStep;
 use temper_trainer::collective::Placement;
 use temper_trainer::rl::{self, RlHooks, RlSummary, RlTrainerConfig};
 use temper_trainer::{Collective, Single, StepReport};
@@ -183,11 +185,9 @@ impl RlHooks for Lines {
             eprintln!("trainer: steps {} to {total}", start + 1);
         }
     }
-    fn on_step(&mut self, r: &StepReport, weights: &Path) {
-        let mut values: Vec<(String, f64)> = r.update_line(r.step).gauges();
-        values.push(("step".into(), r.step as f64));
-        values.push(("rank".into(), self.rank as f64));
-        values.push(("mismatch_kl/mean".into(), r.stats.mismatch_kl / r.stats.tokens.max(1.0)));
+    fn on_step(&mut self, r: &StepReport, line: &TrainerStep, weights: &Path) {
+        self.gauges.set_all(&MetricsLine::Trainer(line.clone()));
+        let mut values = vec![("rank".to_owned(), self.rank as f64)];
         if let Some(kib) = peak_memory() {
             values.push(("peak_memory_bytes".into(), (kib * 1024) as f64));
         }
