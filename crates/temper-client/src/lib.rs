@@ -133,6 +133,8 @@ impl OpenAiClient {
             top_logprobs: None,
             chat_template_kwargs: None,
             return_token_ids: self.token_ids,
+            // Only a client that reads token ids back can keep a token trace to continue from.
+            token_prefix: if self.token_ids { request.prefix.clone() } else { None },
             sampling: SamplingFields::from(&request.sampling),
         }
     }
@@ -369,6 +371,7 @@ mod tests {
                 temperature: Some(1.0),
                 ..Default::default()
             },
+            prefix: None,
         };
         let plain = serde_json::to_string(&c.body(&request)).expect("ser");
         assert_eq!(

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use async_trait::async_trait;
+use temper_protocol::openai::TokenPrefix;
 use temper_protocol::{FinishReason, Message, SamplingParams, ToolSpec, Usage};
 
 /// One chat turn to generate.
@@ -14,6 +15,10 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// Sampling options.
     pub sampling: SamplingParams,
+    /// The first messages as the tokens sampled for them, when the rollout has them: a model
+    /// that takes token input continues from these tokens instead of re-rendering the messages
+    /// they cover; others ignore it.
+    pub prefix: Option<TokenPrefix>,
 }
 
 /// The model's turn.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use temper_protocol::openai::TokenPrefix;
 use temper_protocol::{
     FinishReason, Message, Role, Rollout, RolloutError, SCHEMA_VERSION, SamplingParams, StopReason,
     Timings, TokenTrace, ToolSpec,
@@ -188,6 +189,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
                 messages: state.prompt.iter().chain(&state.completion).cloned().collect(),
                 tools: tools.clone(),
                 sampling,
+                prefix: trace.prefix(),
             };
             let t = Instant::now();
             let reply = within(remaining(start), model.chat(&request)).await;
@@ -207,6 +209,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
             let mut message = reply.message;
             message.role = Role::Assistant;
             state.completion.push(message);
+            trace.covered = state.prompt.len() + state.completion.len();
 
             let budget_spent =
                 limits.max_completion_tokens.is_some_and(|b| state.completion_tokens >= b);
@@ -254,6 +257,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
     let tokens = trace.finish();
     if trace.broken {
         metrics.insert("token_trace_broken".to_owned(), 1.0);
+        warn_broken_trace_once(plan.env);
     }
     Rollout {
         schema_version: SCHEMA_VERSION,
@@ -294,10 +298,27 @@ fn unique_suffix() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Says once per process that rollouts lose their token trace, and why that usually happens.
+fn warn_broken_trace_once(env: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "{env}: a multi-turn rollout's token trace could not be kept (the server re-rendered \
+             the conversation and the new prompt does not extend the tokens sampled before, as \
+             with templates that rewrite earlier turns); such rollouts are not trained on and are \
+             counted as rollouts/dropped_trace. `temper inference serve` continues from the \
+             sampled tokens (`token_prefix`) and never drops them. Warned once."
+        );
+    }
+}
+
 /// Assembles the token trace of a multi-turn rollout from each turn's tokens.
 ///
 /// Turn `k`'s prompt must extend the prompt and completion tokens seen so far; the new tokens in
-/// between are the environment's (mask 0). If a turn has no tokens, or re-tokenisation changed an
+/// between are the environment's (mask 0). Each request after the first offers the tokens so far
+/// as a [`TokenPrefix`] so a server that takes token input extends them exactly; one that
+/// re-renders the conversation may not. If a turn has no tokens, or re-tokenisation changed an
 /// earlier turn, there is no trustworthy trace and the result is `None`.
 #[derive(Debug, Default)]
 struct TraceBuilder {
@@ -305,9 +326,21 @@ struct TraceBuilder {
     seen: usize,
     missing: bool,
     broken: bool,
+    /// Messages (prompt and completion) the tokens so far cover: up to the last model turn.
+    covered: usize,
 }
 
 impl TraceBuilder {
+    /// The tokens so far and the messages they cover, while the trace is intact.
+    fn prefix(&self) -> Option<TokenPrefix> {
+        let trace = self.trace.as_ref().filter(|_| !self.missing && !self.broken)?;
+        if self.seen == 0 || self.covered == 0 {
+            return None;
+        }
+        let token_ids = trace.prompt_ids.iter().chain(&trace.completion_ids).copied().collect();
+        Some(TokenPrefix { token_ids, messages: self.covered })
+    }
+
     fn add_turn(&mut self, tokens: Option<&TurnTokens>) {
         let Some(tokens) = tokens else {
             self.missing = true;
@@ -370,6 +403,23 @@ mod tests {
         assert_eq!(t.completion_mask, [1, 1, 0, 0, 1]);
         assert_eq!(t.completion_logprobs, [-0.5, -0.5, 0.0, 0.0, -0.5]);
         assert_eq!(t.check(), Ok(()));
+    }
+
+    #[test]
+    fn prefix_offers_the_tokens_so_far_while_the_trace_holds() {
+        let mut b = TraceBuilder::default();
+        assert_eq!(b.prefix(), None);
+        b.add_turn(Some(&turn(&[1, 2], &[3, 4])));
+        b.covered = 2;
+        assert_eq!(b.prefix(), Some(TokenPrefix { token_ids: vec![1, 2, 3, 4], messages: 2 }));
+        b.add_turn(Some(&turn(&[1, 2, 3, 4, 9], &[5])));
+        b.covered = 4;
+        assert_eq!(
+            b.prefix(),
+            Some(TokenPrefix { token_ids: vec![1, 2, 3, 4, 9, 5], messages: 4 })
+        );
+        b.add_turn(Some(&turn(&[1, 2, 3, 3], &[5])));
+        assert_eq!(b.prefix(), None, "a broken trace offers nothing");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use temper_protocol::openai::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatCompletionRequest, ChatLogprobs,
     ChunkChoice, CompletionRequest, CompletionUsage, Delta, GenerateChoice, GenerateReply,
     GenerateRequest, ModelCard, ModelList, PromptInput, SamplingFields, TextChoice, TextCompletion,
-    TextLogprobs, TokenLogprob, ToolCallDelta, TopLogprob, TopMap,
+    TextLogprobs, TokenLogprob, TokenPrefix, ToolCallDelta, TopLogprob, TopMap,
 };
 use temper_protocol::{ErrorBody, FinishReason, Role};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -390,21 +390,60 @@ fn tokenize(engine: &Engine, text: &str) -> Result<Vec<u32>, ApiError> {
     Ok(ids)
 }
 
-/// The prompt tokens of a chat request, rendered by the model's template off the runtime.
+/// The prompt tokens of a chat request, rendered by the model's template off the runtime: the
+/// whole conversation, or with a token prefix, those tokens and the template's continuation of
+/// the messages after them.
 async fn chat_prompt(
     st: &Arc<ServerState>,
     messages: Vec<Value>,
     tools: Option<Vec<Value>>,
     extra: serde_json::Map<String, Value>,
+    prefix: Option<TokenPrefix>,
 ) -> Result<Vec<u32>, ApiError> {
     let st = st.clone();
     off_runtime(move || {
         let template = st.template.as_ref().ok_or_else(|| ApiError::bad("no chat template"))?;
         let messages = template_messages(&messages)?;
-        let text = template
-            .render(&messages, tools.as_deref(), true, &extra)
+        let Some(prefix) = prefix else {
+            let text = template
+                .render(&messages, tools.as_deref(), true, &extra)
+                .map_err(|e| ApiError::bad(e.to_string()))?;
+            return tokenize(&st.engine, &text);
+        };
+        let k = prefix.messages;
+        if k == 0 || k >= messages.len() {
+            return Err(ApiError::bad(format!(
+                "token_prefix.messages is {k}; it must be at least 1 and less than the {} messages (the prefix covers the earlier ones, the rest are rendered after it)",
+                messages.len()
+            )));
+        }
+        if messages[k - 1]["role"] != "assistant" {
+            return Err(ApiError::bad(format!(
+                "token_prefix.messages is {k}, but messages[{}] is not the assistant turn the tokens end with",
+                k - 1
+            )));
+        }
+        let vocab = st.engine.config().vocab_size;
+        let Some(&last) = prefix.token_ids.last() else {
+            return Err(ApiError::bad("token_prefix.token_ids is empty"));
+        };
+        if let Some(bad) = prefix.token_ids.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ApiError::bad(format!(
+                "token_prefix.token_ids: id {bad} is outside the vocabulary of {vocab}"
+            )));
+        }
+        // The special token the turn stopped on (its end-of-turn token) is already sampled; the
+        // template's own copy of it is left out.
+        let tokenizer = st.engine.tokenizer();
+        let special = tokenizer.decode(&[last], true).map(|t| t.is_empty()).unwrap_or(false);
+        let closing = if special { token_text(&st.engine, last) } else { String::new() };
+        let tail = template
+            .continuation_after(&messages[..k], &messages[k..], tools.as_deref(), &extra, &closing)
             .map_err(|e| ApiError::bad(e.to_string()))?;
-        tokenize(&st.engine, &text)
+        let mut ids = prefix.token_ids;
+        ids.extend(tokenizer.encode(&tail).map_err(|e| ApiError::bad(e.to_string()))?);
+        st.engine.check_prompt_len(ids.len())?;
+        Ok(ids)
     })
     .await
 }
@@ -430,7 +469,7 @@ async fn chat_completions(
     };
     let messages = std::mem::take(&mut body.messages);
     let extra = body.chat_template_kwargs.take().unwrap_or_default();
-    let prompt = chat_prompt(&st, messages, tools, extra).await?;
+    let prompt = chat_prompt(&st, messages, tools, extra, body.token_prefix.take()).await?;
     let top = if body.logprobs { body.top_logprobs.unwrap_or(0) } else { 0 };
     let (options, n) = sampling_options(&body.sampling, &st.engine, prompt.len(), top)?;
     let rx = st.engine.submit(Request { prompt: prompt.clone(), options, n })?;

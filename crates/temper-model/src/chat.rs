@@ -175,6 +175,22 @@ impl ChatTemplate {
         tools: Option<&[Value]>,
         extra: &Map<String, Value>,
     ) -> Result<String, ModelError> {
+        self.continuation_after(history, new, tools, extra, &self.eos_token)
+    }
+
+    /// [`ChatTemplate::continuation`] for a turn that ended with the token whose text is
+    /// `closing` (the end-of-turn or end-of-sequence token the model stopped on, or `""` when it
+    /// stopped otherwise): `closing` is left out of the start of the returned text when the
+    /// template writes it there, since the sampled tokens already hold it. A turn cut short keeps
+    /// the template's end-of-turn text, so the conversation reads as the template writes it.
+    pub fn continuation_after(
+        &self,
+        history: &[Value],
+        new: &[Value],
+        tools: Option<&[Value]>,
+        extra: &Map<String, Value>,
+        closing: &str,
+    ) -> Result<String, ModelError> {
         const MARKER: &str = "\u{E000}temper-end-of-sampled-turn\u{E000}";
         let Some((last, earlier)) = history.split_last().filter(|(m, _)| m["role"] == "assistant")
         else {
@@ -200,11 +216,8 @@ impl ChatTemplate {
             )
         })?;
         let tail = &text[at + MARKER.len()..];
-        let tail = if self.eos_token.is_empty() {
-            tail
-        } else {
-            tail.strip_prefix(self.eos_token.as_str()).unwrap_or(tail)
-        };
+        let tail =
+            if closing.is_empty() { tail } else { tail.strip_prefix(closing).unwrap_or(tail) };
         Ok(tail.to_owned())
     }
 }

@@ -8,9 +8,10 @@
 //! The rules, for a step that needs `needed = batch_size / group_size` groups:
 //! - a group whose version is older than the step's oldest allowed version is dropped (counted
 //!   as stale, with its rollouts); a group in flight that old is cancelled ([`Collector::keep_flight`]);
-//! - a group's failed rollouts are counted as errors; a run of [`MAX_FAILING_GROUPS`] groups in
-//!   a row whose every rollout failed ends the run with the last error (a broken server or reward
-//!   function, not bad luck); the streak carries across steps;
+//! - a group's failed rollouts are counted as errors; a group whose every rollout failed is
+//!   dropped and replaced; a run of [`MAX_FAILING_GROUPS`] such groups in a row ends the run with
+//!   the last error (a broken server, judge or reward function, not bad luck); the streak carries
+//!   across steps;
 //! - with `filter_zero_advantage`, a group whose rewards are all equal is set aside; with
 //!   `resample_zero_advantage` too, another group replaces it, otherwise it still counts toward
 //!   `needed` (a step takes `needed` groups whatever their signal);
@@ -137,15 +138,16 @@ impl Collector {
         }
         counts.errors += g.advantages.iter().filter(|a| a.is_none()).count() as u64;
         if g.advantages.iter().all(Option::is_none) {
+            // Nothing in it can be trained on: another group takes its place.
             self.failing += 1;
             self.last_error = g
                 .rollouts
                 .iter()
                 .find_map(|r| r.error.as_ref())
                 .map(|e| format!("{}: {}", e.source, e.message));
-        } else {
-            self.failing = 0;
+            return;
         }
+        self.failing = 0;
         if g.zero && self.policy.filter_zero {
             counts.filtered_groups += 1;
             let every = 10 * self.policy.needed as u64;
@@ -299,6 +301,9 @@ mod tests {
             ("failed rollouts are counted, the rest of the group trains", POLICY, 0,
                 vec![group(0, 3, false), group(0, 2, false)], 0,
                 (Decision::Ship, StepCounts { errors: 3, ..z }, 2, 0, 0)),
+            ("a group whose every rollout failed is counted and replaced", POLICY, 0,
+                vec![group(0, 0, true), group(0, 4, false)], 0,
+                (Decision::Dispatch(1), StepCounts { errors: 4, ..z }, 1, 0, 0)),
             ("dispatch stops at max_concurrent rollouts in flight",
                 Policy { needed: 8, ..POLICY }, 0, vec![], 1,
                 (Decision::Dispatch(3), z, 0, 0, 0)),

@@ -67,6 +67,86 @@ pub struct LoopConfig {
     /// Without a sandbox, run model-written code as plain processes of this user (trusted code
     /// only).
     pub allow_unsandboxed_code: bool,
+    /// The model `llm_judge` rewards ask (none: such rewards fail, counted as errors).
+    pub judge: Option<JudgeConfig>,
+}
+
+/// `[orchestrator.judge]`: an OpenAI-compatible server whose model grades rollouts for
+/// `llm_judge` rewards, as `temper eval --judge-model` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JudgeConfig {
+    /// Base URL of the server (`http://host:port/v1`).
+    pub base_url: String,
+    /// The judge's model name there.
+    pub model: String,
+    /// Environment variable holding its API key (none: no key is sent).
+    pub api_key_var: Option<String>,
+    /// Most judge requests in flight at once.
+    pub max_concurrent: usize,
+    /// Seconds each request may take.
+    pub timeout_s: f64,
+    /// Retries of a failed request (HTTP 408, 429, 5xx, timeouts) before the reward fails.
+    pub max_retries: u32,
+}
+
+impl Default for JudgeConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_var: None,
+            max_concurrent: 16,
+            timeout_s: 120.0,
+            max_retries: 3,
+        }
+    }
+}
+
+impl JudgeConfig {
+    fn check(&self) -> Result<(), String> {
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Err(format!(
+                "orchestrator.judge.base_url is {:?}; expected an http:// or https:// URL such as http://127.0.0.1:8001/v1",
+                self.base_url
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return Err("orchestrator.judge.model is empty: name the judge's model".into());
+        }
+        if self.max_concurrent == 0 {
+            return Err("orchestrator.judge.max_concurrent must be ≥ 1".into());
+        }
+        if !positive(self.timeout_s) {
+            return Err("orchestrator.judge.timeout_s must be > 0".into());
+        }
+        Ok(())
+    }
+
+    /// The judge as a chat model: a client with its retries, timeout and concurrency limit. The
+    /// key variable, when named, must be set.
+    pub fn client(&self) -> Result<std::sync::Arc<dyn temper_envs::ChatModel>, OrchestratorError> {
+        let key = match &self.api_key_var {
+            None => None,
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.is_empty() => Some(k),
+                _ => {
+                    return Err(OrchestratorError::Config(format!(
+                        "orchestrator.judge.api_key_var names {var}, which is not set"
+                    )));
+                }
+            },
+        };
+        let retry = temper_client::RetryPolicy {
+            max_retries: self.max_retries,
+            ..temper_client::RetryPolicy::default()
+        };
+        let client = temper_client::OpenAiClient::new(&self.base_url, &self.model, key)
+            .map_err(|e| OrchestratorError::Config(format!("orchestrator.judge: {e}")))?
+            .with_retry(retry)
+            .with_timeout(std::time::Duration::from_secs_f64(self.timeout_s));
+        Ok(std::sync::Arc::new(temper_client::Limited::new(client, self.max_concurrent)))
+    }
 }
 
 impl Default for LoopConfig {
@@ -89,6 +169,7 @@ impl Default for LoopConfig {
             metrics_addr: None,
             sandbox: None,
             allow_unsandboxed_code: false,
+            judge: None,
         }
     }
 }
@@ -296,6 +377,9 @@ impl OrchestratorConfig {
             return bad("orchestrator.advantage: rewards and penalties must be finite".into());
         }
         o.eval.check("orchestrator.eval").map_err(OrchestratorError::Config)?;
+        if let Some(judge) = &o.judge {
+            judge.check().map_err(OrchestratorError::Config)?;
+        }
         if !positive(o.update_timeout_s) {
             return bad("orchestrator.update_timeout_s must be > 0".into());
         }
@@ -350,6 +434,23 @@ mod tests {
         let mut c = ok.clone();
         c.env.clear();
         assert!(c.validate().unwrap_err().to_string().contains("[[env]]"));
+        let judge =
+            parse("[orchestrator.judge]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"j\"");
+        assert_eq!(judge.validate().map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(judge.orchestrator.judge.as_ref().map(|j| j.max_concurrent), Some(16));
+        for (extra, says) in [
+            ("base_url = \"localhost:9\"\nmodel = \"j\"", "judge.base_url"),
+            ("base_url = \"http://h/v1\"", "judge.model is empty"),
+            ("base_url = \"http://h/v1\"\nmodel = \"j\"\nmax_concurrent = 0", "max_concurrent"),
+            ("base_url = \"http://h/v1\"\nmodel = \"j\"\ntimeout_s = 0", "timeout_s"),
+        ] {
+            let err = parse(&format!("[orchestrator.judge]\n{extra}")).validate().unwrap_err();
+            assert!(err.to_string().contains(says), "{extra}: {err}");
+        }
+        let mut unset = judge.orchestrator.judge.expect("judge");
+        unset.api_key_var = Some("TEMPER_TEST_NO_SUCH_KEY_VAR".into());
+        let err = unset.client().map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("TEMPER_TEST_NO_SUCH_KEY_VAR, which is not set"), "{err}");
         let mut c = ok;
         c.inference.base_urls.clear();
         assert!(c.validate().unwrap_err().to_string().contains("base_urls"));

@@ -653,6 +653,10 @@ fn step_metrics(
         groups_stale: c.stale_groups,
         groups_cancelled: c.cancelled_groups,
         rollouts_stale: c.stale_rollouts,
+        rollouts_dropped_trace: all
+            .iter()
+            .filter(|r| r.metrics.contains_key("token_trace_broken"))
+            .count() as u64,
         errors: c.errors,
         seq_len: mean_of(&seq_lens),
         completion_len: mean_of(&completion_tokens),

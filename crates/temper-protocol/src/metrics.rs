@@ -249,6 +249,9 @@ record! {
         groups_cancelled: u64 = "groups/cancelled",
         /// Rollouts in the stale groups.
         rollouts_stale: u64 = "rollouts/stale",
+        /// Multi-turn rollouts whose token trace could not be kept (the server re-rendered the
+        /// conversation and it no longer extended the sampled tokens): not trained on.
+        rollouts_dropped_trace: u64 = "rollouts/dropped_trace",
         /// Rollouts or groups that failed (model or environment errors).
         errors: u64 = "errors/count",
         /// Mean tokens (prompt and completion) of a rollout.

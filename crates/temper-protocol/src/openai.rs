@@ -147,9 +147,29 @@ pub struct ChatCompletionRequest<M = Message> {
     /// Return `prompt_token_ids`, and each choice's `token_ids` and `token_logprobs`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub return_token_ids: bool,
+    /// temper's extension for multi-turn rollouts: the first messages as tokens (see
+    /// [`TokenPrefix`]). Servers that do not know it ignore it and render every message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_prefix: Option<TokenPrefix>,
     /// Sampling.
     #[serde(flatten)]
     pub sampling: SamplingFields,
+}
+
+/// The first `messages` messages of a chat request as the tokens the model saw and wrote: the
+/// prompt of an earlier turn followed by what was sampled for it, exactly. The server (`temper
+/// inference serve`) appends the template's continuation for the remaining messages (and the
+/// next assistant header) as new tokens, so nothing sampled is re-rendered or re-tokenized and
+/// the turn's `prompt_token_ids` extend `token_ids`.
+///
+/// `messages[messages - 1]` must be the assistant turn the last tokens were sampled for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenPrefix {
+    /// The tokens of the first `messages` messages.
+    pub token_ids: Vec<u32>,
+    /// How many messages they cover.
+    pub messages: usize,
 }
 
 /// A prompt as text or as token ids.
@@ -562,6 +582,7 @@ mod tests {
             top_logprobs: None,
             chat_template_kwargs: None,
             return_token_ids: true,
+            token_prefix: None,
             sampling: SamplingFields::from(&sampling),
         };
         assert_eq!(

@@ -22,7 +22,8 @@ pub async fn run(args: OrchestratorArgs) -> anyhow::Result<()> {
     let o = &cfg.orchestrator;
     let (code_runner, _, local_sandbox) =
         super::eval::code_runner_for(o.sandbox.as_deref(), o.allow_unsandboxed_code).await?;
-    let services = Services { code_runner, judge: None };
+    let judge = o.judge.as_ref().map(|j| j.client()).transpose()?;
+    let services = Services { code_runner, judge };
     let stop = super::stop_on_interrupt();
     let start = match (args.resume, args.resume_step) {
         (_, Some(step)) => Start::At(step),

@@ -1,5 +1,6 @@
 //! Integration tests of the `temper` binary against a loopback mock OpenAI server.
 
+mod agentic;
 mod eval;
 mod hub;
 mod inference;

@@ -27,6 +27,11 @@ pub enum Behaviour {
     CodeSum,
     /// `temper env init`'s scaffold: the sum of the integers in the question, in `<answer>`.
     AnswerSum,
+    /// A judge for `llm_judge`'s default prompt: "yes" when the graded response has an even
+    /// number of characters, "no" otherwise.
+    Judge,
+    /// Every request is refused with HTTP 400.
+    Refuse,
 }
 
 #[derive(Debug)]
@@ -166,6 +171,18 @@ async fn chat(
                 "stop",
             )
         }
+        Behaviour::Judge => {
+            let response = last_user
+                .split_once("Response:\n")
+                .and_then(|(_, rest)| rest.rsplit_once("\n\nDoes the response"))
+                .map(|(r, _)| r);
+            let Some(response) = response else {
+                return (StatusCode::BAD_REQUEST, "not a judge prompt").into_response();
+            };
+            let verdict = if response.chars().count() % 2 == 0 { "yes" } else { "no" };
+            completion(&json!({"role": "assistant", "content": verdict}), "stop")
+        }
+        Behaviour::Refuse => (StatusCode::BAD_REQUEST, "the judge is refusing").into_response(),
         Behaviour::CodeSum => completion(
             &json!({"role": "assistant", "content": "```python\nprint(sum(map(int, input().split())))\n```"}),
             "stop",

@@ -296,6 +296,61 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
     }
 }
 
+/// `llm_judge` rewards during RL come from `[orchestrator.judge]`; a judge that fails makes the
+/// rollouts it grades errors, and a run of them stops the run naming the judge.
+#[test]
+fn llm_judge_rewards_work_in_rl_and_a_failing_judge_is_an_error() {
+    use crate::mock::{Behaviour, Mock};
+    let tmp = tempfile::tempdir().unwrap();
+    let env = say_e_environment(tmp.path());
+    let toml = env.join("environment.toml");
+    let package = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, package.replace("reward = \"lcs_ratio\"", "reward = \"llm_judge\""))
+        .unwrap();
+    let base = std::fs::read_to_string(rl_config(tmp.path(), 3)).unwrap();
+    let config = |judge: &Mock, run: &str| {
+        let text = base.replace("id = \"reverse-text\"", &format!("id = {env:?}")).replace(
+            "[output]",
+            &format!(
+                "[orchestrator.judge]\nbase_url = {:?}\nmodel = \"grader\"\nmax_concurrent = 4\n[output]",
+                judge.url
+            ),
+        );
+        let text = text.replace(
+            &format!("{:?}", tmp.path().join("run")),
+            &format!("{:?}", tmp.path().join(run)),
+        );
+        let path = tmp.path().join(format!("{run}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+
+    let judge = Mock::start(Behaviour::Judge, Duration::ZERO);
+    let (status, err) =
+        wait(&mut spawn_rl(&config(&judge, "judged"), &[]), Duration::from_secs(170));
+    assert!(status.success(), "{err}");
+    let lines: Vec<Value> = metrics(&tmp.path().join("judged"))
+        .into_iter()
+        .filter(|l| l["role"] == "orchestrator")
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for l in &lines {
+        assert_eq!(l["errors/count"], 0, "{l}");
+        assert_eq!(l["rollouts/dropped_trace"], 0, "{l}");
+    }
+    let rewards: Vec<f64> = lines.iter().map(|l| l["reward/mean"].as_f64().unwrap()).collect();
+    let mean = rewards.iter().sum::<f64>() / 3.0;
+    assert!(mean > 0.0 && mean < 1.0, "the judge says yes and no: rewards {rewards:?}");
+    let asked = judge.state.requests.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(asked >= 24, "the judge graded {asked} rollouts");
+
+    let refusing = Mock::start(Behaviour::Refuse, Duration::ZERO);
+    let (status, err) =
+        wait(&mut spawn_rl(&config(&refusing, "refused"), &[]), Duration::from_secs(170));
+    assert!(!status.success());
+    assert!(err.contains("judge") && err.contains("HTTP 400"), "{err}");
+}
+
 #[test]
 fn every_example_config_checks_and_a_bad_one_names_its_field() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

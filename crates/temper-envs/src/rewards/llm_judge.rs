@@ -75,7 +75,12 @@ impl RewardFunction for LlmJudge {
         let judge = services
             .judge
             .as_ref()
-            .ok_or_else(|| RewardError("no judge model is configured".into()))?;
+            .ok_or_else(|| {
+                RewardError(
+                    "no judge model is configured (temper eval: --judge-model; temper rl: [orchestrator.judge])"
+                        .into(),
+                )
+            })?;
         let question = input
             .prompt
             .iter()
@@ -99,6 +104,7 @@ impl RewardFunction for LlmJudge {
                 max_tokens: Some(self.max_tokens),
                 ..Default::default()
             },
+            prefix: None,
         };
         let reply = judge.chat(&request).await.map_err(|e| RewardError(format!("judge: {e}")))?;
         match verdict(&reply.message.content) {

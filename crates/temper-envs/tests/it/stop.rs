@@ -172,4 +172,35 @@ async fn token_trace_spans_turns() {
     assert_eq!(t.completion_mask, [1, 0, 0, 1, 1]);
     assert_eq!(t.completion_logprobs, [-0.1, 0.0, 0.0, -0.2, -0.3]);
     assert_eq!(r.policy_version, Some(7));
+    // The second turn was offered the first turn's tokens, covering the prompt and its reply.
+    let requests = model.requests.lock().expect("lock");
+    assert_eq!(requests[0].prefix, None);
+    let prefix = requests[1].prefix.clone().expect("prefix on turn 2");
+    assert_eq!(prefix.token_ids, [1, 2, 3]);
+    assert_eq!(prefix.messages, r.prompt.len() + 1);
+    assert_eq!(requests[1].messages[prefix.messages - 1].role, temper_protocol::Role::Assistant);
+}
+
+#[tokio::test]
+async fn a_trace_the_server_rewrote_is_dropped_and_marked() {
+    // Turn 2's prompt does not extend turn 1's tokens (the server re-rendered and re-tokenized):
+    // the rollout keeps no trace, says why, and stops offering a prefix.
+    let model = Scripted::new(|_, i| {
+        let mut r = reply(if i == 2 { "done" } else { "a" });
+        let (prompt_ids, completion_ids) = match i {
+            0 => (vec![1, 2], vec![3]),
+            1 => (vec![1, 2, 30, 8], vec![4]),
+            _ => (vec![1, 2, 30, 8, 4, 9], vec![5]),
+        };
+        let logprobs = vec![-0.1; completion_ids.len()];
+        r.tokens = Some(temper_envs::TurnTokens { prompt_ids, completion_ids, logprobs });
+        Reply::Full(r)
+    });
+    let r = one(&env(TurnLimits::turns(10)), &model, &example()).await;
+    assert_eq!(r.metrics["turns"], 3.0);
+    assert_eq!(r.tokens, None);
+    assert_eq!(r.metrics.get("token_trace_broken"), Some(&1.0));
+    let requests = model.requests.lock().expect("lock");
+    assert!(requests[1].prefix.is_some());
+    assert_eq!(requests[2].prefix, None, "no prefix once the trace is broken");
 }

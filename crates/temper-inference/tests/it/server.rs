@@ -194,6 +194,58 @@ async fn completions_and_chat_with_a_simple_template() {
     assert!(v["error"]["message"].as_str().unwrap().contains("messages[0].role"), "{v}");
 }
 
+/// `token_prefix`: the earlier turns are taken as the tokens given, and only the template's
+/// continuation of the later messages is rendered and appended; the end-of-turn token the model
+/// stopped on is not written twice.
+#[tokio::test]
+async fn chat_continues_from_a_token_prefix() {
+    let source = "{% for m in messages %}<{{ m.role }}>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    let template = ChatTemplate::new(source, "", "<|end|>", "t").unwrap();
+    let url = serve(crate::engine(sharp(21)), Some(template)).await;
+    let tok = bytes_tokenizer();
+    let end = tok.token_to_id("<|end|>").unwrap();
+    let first = tok.encode("<user>Hi<|end|><assistant>").unwrap();
+    // "xy" as sampled, then the end token it stopped on.
+    let mut sampled: Vec<u32> =
+        first.iter().copied().chain([u32::from(b'x'), u32::from(b'y')]).collect();
+    sampled.push(end);
+    let messages = json!([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "xy"},
+                          {"role": "user", "content": "more"}]);
+    let ask = |prefix: Value| {
+        json!({"messages": messages, "token_prefix": prefix, "max_tokens": 1, "temperature": 0,
+               "return_token_ids": true, "ignore_eos": true})
+    };
+    let chat = format!("{url}/v1/chat/completions");
+    let (status, body) = post(&chat, ask(json!({"token_ids": sampled, "messages": 2}))).await;
+    assert_eq!(status, 200, "{body}");
+    let prompt: Vec<u32> = serde_json::from_value(body["prompt_token_ids"].clone()).unwrap();
+    let mut want = sampled.clone();
+    want.extend(tok.encode("<user>more<|end|><assistant>").unwrap());
+    assert_eq!(prompt, want);
+    // A turn cut short (no end token sampled) is closed by the template's end token.
+    let cut = &sampled[..sampled.len() - 1];
+    let (status, body) = post(&chat, ask(json!({"token_ids": cut, "messages": 2}))).await;
+    assert_eq!(status, 200, "{body}");
+    let prompt: Vec<u32> = serde_json::from_value(body["prompt_token_ids"].clone()).unwrap();
+    let mut want = cut.to_vec();
+    want.extend(tok.encode("<|end|><user>more<|end|><assistant>").unwrap());
+    assert_eq!(prompt, want);
+
+    for (prefix, code, says) in [
+        (json!({"token_ids": sampled, "messages": 0}), 400, "at least 1"),
+        (json!({"token_ids": sampled, "messages": 3}), 400, "less than the 3 messages"),
+        (json!({"token_ids": sampled, "messages": 1}), 400, "messages[0] is not the assistant"),
+        (json!({"token_ids": [], "messages": 2}), 400, "token_ids is empty"),
+        (json!({"token_ids": [1, 99999], "messages": 2}), 400, "id 99999 is outside the vocab"),
+        (json!({"token_ids": [1], "messages": 2, "extra": 1}), 422, "unknown field `extra`"),
+    ] {
+        let (status, body) = post(&chat, ask(prefix.clone())).await;
+        assert_eq!(status, code, "{prefix}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{prefix}: {message}");
+    }
+}
+
 /// /update_weights during decoding: responses in flight stay consistent, later ones use the new
 /// weights; /pause holds decoding; /health and /metrics report the version.
 #[tokio::test]
