@@ -31,7 +31,7 @@ use temper_protocol::openai::{
     GenerateRequest, ModelCard, ModelList, PromptInput, SamplingFields, TextChoice, TextCompletion,
     TextLogprobs, TokenLogprob, TokenPrefix, ToolCallDelta, TopLogprob, TopMap,
 };
-use temper_protocol::{ErrorBody, FinishReason, Role};
+use temper_protocol::{ErrorBody, FinishReason, Role, ToolSpec};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::engine::{Engine, Event, Finish, Request, SubmitError};
@@ -58,6 +58,8 @@ pub struct ServerState {
     updating: tokio::sync::Mutex<()>,
     /// Generated tokens per second over the last ten seconds (updated by a background task).
     tokens_per_s: std::sync::Mutex<f64>,
+    /// How the model writes tool calls, from its chat template.
+    tool_format: toolcall::Format,
 }
 
 impl ServerState {
@@ -70,7 +72,12 @@ impl ServerState {
         dtype: DType,
         device: Device,
     ) -> Arc<Self> {
+        let tool_format = template
+            .as_ref()
+            .map(|t| toolcall::Format::of_template(t.source()))
+            .unwrap_or_default();
         Arc::new(Self {
+            tool_format,
             engine,
             template,
             model_name,
@@ -482,6 +489,7 @@ async fn chat_completions(
             prompt_len: prompt.len(),
             logprobs: body.logprobs,
             use_tools,
+            tools: std::mem::take(&mut body.tools),
             include_usage: body.stream_options.is_some_and(|o| o.include_usage),
         };
         return Ok(stream.run(rx).into_response());
@@ -489,11 +497,8 @@ async fn chat_completions(
     let choices = collect(rx, n).await?;
     let completion_tokens: usize = choices.iter().map(|c| c.ids.len()).sum();
     let version = choices.iter().filter_map(|c| c.first_version).min().unwrap_or(0);
-    let choices = choices
-        .iter()
-        .enumerate()
-        .map(|(i, c)| chat_choice(&st.engine, i, c, &body, use_tools))
-        .collect();
+    let choices =
+        choices.iter().enumerate().map(|(i, c)| chat_choice(&st, i, c, &body, use_tools)).collect();
     let reply = ChatCompletion {
         id,
         object: "chat.completion".into(),
@@ -509,7 +514,7 @@ async fn chat_completions(
 
 /// The reply's choice for the finished continuation `c`.
 fn chat_choice(
-    engine: &Engine,
+    st: &ServerState,
     index: usize,
     c: &Choice,
     body: &ChatCompletionRequest<Value>,
@@ -522,7 +527,7 @@ fn chat_choice(
         reasoning_content: None,
         tool_calls: Vec::new(),
     };
-    if use_tools && let Some(parsed) = toolcall::parse(&c.text) {
+    if use_tools && let Some(parsed) = toolcall::parse(&c.text, st.tool_format, &body.tools) {
         message.content = (!parsed.content.is_empty()).then_some(parsed.content);
         message.tool_calls = parsed.calls;
         if finish == FinishReason::Stop {
@@ -533,7 +538,7 @@ fn chat_choice(
         index,
         message,
         finish_reason: Some(finish),
-        logprobs: body.logprobs.then(|| chat_logprobs(engine, &c.ids, &c.logprobs, &c.tops)),
+        logprobs: body.logprobs.then(|| chat_logprobs(&st.engine, &c.ids, &c.logprobs, &c.tops)),
         token_ids: body.return_token_ids.then(|| c.ids.clone()),
         token_logprobs: body.return_token_ids.then(|| c.logprobs.clone()),
     }
@@ -547,6 +552,8 @@ struct ChatStream {
     prompt_len: usize,
     logprobs: bool,
     use_tools: bool,
+    /// The request's tools (they type GLM-4.5's argument values).
+    tools: Vec<ToolSpec>,
     include_usage: bool,
 }
 
@@ -555,8 +562,21 @@ struct ChatStream {
 struct Streaming {
     /// Everything generated so far.
     text: String,
+    /// With tools: bytes of `text` sent as content so far (the rest may begin a tool call).
+    sent: usize,
     /// With tools: text from `<tool_call>` on, held until the end and sent as tool calls.
     held: Option<String>,
+}
+
+const TOOL_CALL_TAG: &str = "<tool_call>";
+
+/// Where the text that cannot yet be shown begins: the longest suffix of `text` that is the
+/// start of a `<tool_call>` tag (ASCII, so the index is a character boundary).
+fn tag_safe_end(text: &str) -> usize {
+    (1..TOOL_CALL_TAG.len())
+        .rev()
+        .find(|&k| text.ends_with(&TOOL_CALL_TAG[..k]))
+        .map_or(text.len(), |k| text.len() - k)
 }
 
 impl ChatStream {
@@ -632,13 +652,19 @@ impl ChatStream {
         s.text.push_str(&text);
         let mut visible = text;
         if self.use_tools {
+            // Text that may be the start of a call is held back until it is known not to be.
             if let Some(h) = &mut s.held {
                 h.push_str(&visible);
                 visible.clear();
-            } else if let Some(at) = s.text.find("<tool_call>") {
-                let start_in_piece = at.saturating_sub(s.text.len() - visible.len());
-                s.held = Some(visible[start_in_piece..].to_owned());
-                visible.truncate(start_in_piece);
+            } else if let Some(at) = s.text[s.sent..].find(TOOL_CALL_TAG) {
+                let at = s.sent + at;
+                visible = s.text[s.sent..at].to_owned();
+                s.held = Some(s.text[at..].to_owned());
+                s.sent = s.text.len();
+            } else {
+                let end = tag_safe_end(&s.text).max(s.sent);
+                visible = s.text[s.sent..end].to_owned();
+                s.sent = end;
             }
         }
         if visible.is_empty() && logprobs.is_none() {
@@ -655,7 +681,7 @@ impl ChatStream {
         let mut finish = finish_reason(Some(reason));
         let mut delta = Delta::default();
         let rest = match s.held.take() {
-            Some(mut held) => match toolcall::parse(&s.text) {
+            Some(held) => match toolcall::parse(&s.text, self.st.tool_format, &self.tools) {
                 Some(parsed) => {
                     delta.tool_calls = parsed
                         .calls
@@ -666,13 +692,15 @@ impl ChatStream {
                     if finish == FinishReason::Stop {
                         finish = FinishReason::ToolCalls;
                     }
-                    String::new()
+                    // Text after the last call, as the non-streamed reply keeps it.
+                    let after = s.text.rfind("</tool_call>").map_or("", |at| &s.text[at + 12..]);
+                    after.trim().to_owned()
                 }
-                None => {
-                    held.push_str(&text);
-                    held
-                }
+                // Not a well-formed call: the held text is plain content after all.
+                None => held + &text,
             },
+            // Whatever was held back as the possible start of a tag.
+            None if self.use_tools => s.text[s.sent.min(s.text.len())..].to_owned(),
             None => text,
         };
         if !rest.is_empty() {
@@ -951,4 +979,131 @@ async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {
         f64::from(u8::from(s.paused.load(Ordering::Relaxed))),
     );
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.encode())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use temper_model::{Architecture, ModelConfig, Tokenizer};
+    use tokio::sync::mpsc::unbounded_channel;
+
+    use super::*;
+
+    const HERMES: &str = "{% for m in messages %}{{ m.content }}{% endfor %}<tool_call>";
+    const GLM: &str = "{% for m in messages %}{{ m.content }}{% endfor %}<arg_key>";
+
+    fn state(template: &str) -> Arc<ServerState> {
+        let model =
+            Transformer::init_random(ModelConfig::tiny(Architecture::Llama, 260), 0, &Device::Cpu)
+                .unwrap();
+        let engine =
+            Engine::start(model, Tokenizer::bytes(&["<|end|>"]), crate::EngineConfig::default(), 0);
+        let template = ChatTemplate::new(template, "", "", "t").unwrap();
+        ServerState::new(engine, Some(template), "m".into(), DType::F32, Device::Cpu)
+    }
+
+    /// The engine's events for a reply written in `pieces`.
+    fn events(pieces: &[&str]) -> UnboundedReceiver<Event> {
+        let (tx, rx) = unbounded_channel();
+        for (i, p) in pieces.iter().enumerate() {
+            let text = (*p).to_owned();
+            let token = Event::Token {
+                index: 0,
+                id: i as u32,
+                logprob: -0.5,
+                top: vec![],
+                text,
+                version: 0,
+            };
+            tx.send(token).unwrap();
+        }
+        tx.send(Event::Finished { index: 0, reason: Finish::Stop, text: String::new() }).unwrap();
+        rx
+    }
+
+    fn request() -> ChatCompletionRequest<Value> {
+        serde_json::from_value(json!({
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+                {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+        }))
+        .unwrap()
+    }
+
+    /// Streams `pieces` and returns the content shown, the tool calls and the finish reason.
+    async fn streamed(st: &Arc<ServerState>, pieces: &[&str]) -> (String, Vec<Value>, Value) {
+        let stream = ChatStream {
+            st: st.clone(),
+            n: 1,
+            id: "s".into(),
+            prompt_len: 3,
+            logprobs: false,
+            use_tools: true,
+            tools: request().tools,
+            include_usage: false,
+        };
+        let response = stream.run(events(pieces)).into_response();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let (mut content, mut calls, mut finish) = (String::new(), Vec::new(), Value::Null);
+        for line in String::from_utf8(bytes.to_vec()).unwrap().lines() {
+            let Some(data) = line.strip_prefix("data: ") else { continue };
+            if data == "[DONE]" {
+                break;
+            }
+            let chunk: Value = serde_json::from_str(data).unwrap();
+            let choice = &chunk["choices"][0];
+            content.push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+            calls.extend(choice["delta"]["tool_calls"].as_array().cloned().unwrap_or_default());
+            if !choice["finish_reason"].is_null() {
+                finish = choice["finish_reason"].clone();
+            }
+        }
+        (content, calls, finish)
+    }
+
+    /// The server's tool-call wiring, plain and streamed, in both formats: the same calls come
+    /// back either way; a tag split across tokens never leaks into the streamed content.
+    #[tokio::test]
+    async fn tool_calls_come_back_plain_and_streamed_in_the_template_format() {
+        let hermes: &[&str] = &[
+            "Let me check.\n",
+            "<tool",
+            "_call>\n{\"name\": \"get_weather\", ",
+            "\"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
+        ];
+        let glm: &[&str] = &[
+            "Let me check.",
+            "<tool_",
+            "call>get_weather\n<arg_key>city</arg_key>",
+            "\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+        ];
+        for (template, pieces) in [(HERMES, hermes), (GLM, glm)] {
+            let st = state(template);
+            let body = request();
+            let choices = collect(events(pieces), 1).await.unwrap();
+            let reply =
+                serde_json::to_value(chat_choice(&st, 0, &choices[0], &body, true)).unwrap();
+            assert_eq!(reply["finish_reason"], "tool_calls", "{template}: {reply}");
+            assert_eq!(reply["message"]["content"], "Let me check.");
+            let call = &reply["message"]["tool_calls"][0]["function"];
+            assert_eq!(call["name"], "get_weather");
+            let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(args, json!({"city": "Paris", "days": 3}), "{template}");
+
+            let (content, calls, finish) = streamed(&st, pieces).await;
+            assert_eq!(content.trim(), "Let me check.", "{template}");
+            assert_eq!(finish, "tool_calls");
+            assert_eq!(calls.len(), 1);
+            assert_eq!(calls[0]["function"]["name"], "get_weather");
+            let args: Value =
+                serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(args, json!({"city": "Paris", "days": 3}), "{template}");
+        }
+        // Text that only looks like the start of a tag, and a malformed call, stay content.
+        let st = state(HERMES);
+        let (content, calls, finish) = streamed(&st, &["a <tool", "box> b"]).await;
+        assert_eq!((content.as_str(), calls.len(), finish), ("a <toolbox> b", 0, json!("stop")));
+        let (content, calls, _) = streamed(&st, &["x", "<tool_call>{oops"]).await;
+        assert_eq!((content.as_str(), calls.len()), ("x<tool_call>{oops", 0));
+    }
 }
