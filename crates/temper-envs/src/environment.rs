@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use temper_protocol::{Message, Role, Rollout, SamplingParams};
+use temper_verify::code::CodeSession;
 
 use crate::rollout::{RolloutPlan, run_rollout};
 use crate::{
@@ -78,7 +79,9 @@ impl Environment {
     }
 
     /// Runs one unscored rollout. With a sampling seed `s`, rollout `i` of a group samples with
-    /// seed `s + i`, so the members of a group differ yet reproduce.
+    /// seed `s + i`, so the members of a group differ yet reproduce. The sandbox session the
+    /// rollout holds (if its interaction opened one) comes back with it: score with
+    /// [`Environment::score_group_in`], then close it.
     pub async fn rollout(
         &self,
         model: &dyn ChatModel,
@@ -86,7 +89,7 @@ impl Environment {
         rollout_index: u32,
         sampling: &SamplingParams,
         services: &Services,
-    ) -> Rollout {
+    ) -> (Rollout, Option<Arc<dyn CodeSession>>) {
         let prompt = self.prompt_for(example);
         let mut sampling = sampling.clone();
         sampling.seed = sampling.seed.map(|s| s.wrapping_add(u64::from(rollout_index)));
@@ -112,11 +115,33 @@ impl Environment {
         sampling: &SamplingParams,
         services: &Services,
     ) -> Vec<Rollout> {
-        let mut rollouts = futures::future::join_all(
-            (0..group_size).map(|i| self.rollout(model, example, i, sampling, services)),
-        )
-        .await;
-        self.score_group(example, &mut rollouts, services).await;
+        self.run_group_gated(model, example, group_size, sampling, services, None).await
+    }
+
+    /// [`Environment::run_group`] where each rollout first takes a permit of `gate`, when given.
+    /// Sessions are closed once the group is scored, however the rollouts ended.
+    pub async fn run_group_gated(
+        &self,
+        model: &dyn ChatModel,
+        example: &Example,
+        group_size: u32,
+        sampling: &SamplingParams,
+        services: &Services,
+        gate: Option<&tokio::sync::Semaphore>,
+    ) -> Vec<Rollout> {
+        let (mut rollouts, sessions): (Vec<Rollout>, Vec<_>) =
+            futures::future::join_all((0..group_size).map(|i| async move {
+                let _permit = match gate {
+                    Some(g) => Some(g.acquire().await.expect("the gate is never closed")),
+                    None => None,
+                };
+                self.rollout(model, example, i, sampling, services).await
+            }))
+            .await
+            .into_iter()
+            .unzip();
+        self.score_group_in(example, &mut rollouts, &sessions, services).await;
+        futures::future::join_all(sessions.iter().flatten().map(|s| s.close())).await;
         rollouts
     }
 
@@ -127,6 +152,17 @@ impl Environment {
         rollouts: &mut [Rollout],
         services: &Services,
     ) {
-        self.rubric.score_group(example, &self.parser, rollouts, services).await;
+        self.score_group_in(example, rollouts, &[], services).await;
+    }
+
+    /// [`Environment::score_group`] where rollout `i`'s reward functions may use `sessions[i]`.
+    pub async fn score_group_in(
+        &self,
+        example: &Example,
+        rollouts: &mut [Rollout],
+        sessions: &[Option<Arc<dyn CodeSession>>],
+        services: &Services,
+    ) {
+        self.rubric.score_group(example, &self.parser, rollouts, sessions, services).await;
     }
 }

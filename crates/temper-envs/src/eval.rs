@@ -225,13 +225,7 @@ async fn gated_group(
     gate: &tokio::sync::Semaphore,
 ) -> Vec<Rollout> {
     let r = config.rollouts_per_example.max(1);
-    let mut rollouts = futures::future::join_all((0..r).map(|i| async move {
-        let _permit = gate.acquire().await.expect("the gate is never closed");
-        env.rollout(model, example, i, &config.sampling, services).await
-    }))
-    .await;
-    env.score_group(example, &mut rollouts, services).await;
-    rollouts
+    env.run_group_gated(model, example, r, &config.sampling, services, Some(gate)).await
 }
 
 /// Runs (or resumes) an evaluation into `dir`. `on_progress` is called after every group.

@@ -19,14 +19,32 @@
 //! max_turns = 1                 # multi_turn, tool and external
 //! max_completion_tokens = 4096  # optional budget over all turns
 //! timeout_s = 600               # optional wall-clock limit per rollout
-//! tools = ["calculator"]        # tool: built-in tools
+//! tools = ["calculator"]        # tool: built-in tools (calculator, python, bash, read_file,
+//!                               # write_file, edit; the last four work in a session)
+//! session = true                # tool: each rollout holds a sandbox session (implied by the
+//!                               # session tools), closed once the rollout is scored
+//! session_files = "tasks/{task_id}"  # tool: its first files, a folder or .tar/.tar.gz named
+//!                               # from the row ({field} of `info`, {task}, {example_id})
+//! max_tool_output = 16384       # tool: bytes of a tool's output shown (the rest cut, with a note)
+//! tool_timeout_s = 60           # tool: a call running longer is stopped
 //! respond = "env/respond.py"    # multi_turn: the script that answers each turn, run in the sandbox
 //! command = ["python3", "env.py"]  # external: the process speaking the JSON-lines protocol
+//!
+//! [[tool]]                      # tool: a tool of this package
+//! name = "lookup"
+//! description = "Look a word up."
+//! parameters = { type = "object", properties = { word = { type = "string" } }, required = ["word"] }
+//! program = "tools/lookup.py"   # run in the sandbox (in the rollout's session when it holds
+//!                               # one): arguments as JSON on stdin, stdout is the result
+//! timeout_s = 10                # per run (default 30)
 //!
 //! [[rubric]]
 //! reward = "exact_match"        # a built-in reward function (see `rewards`)
 //! weight = 1.0
 //! ```
+//!
+//! A tool's arguments are checked against its `parameters` (a JSON schema) before it runs; a
+//! call that does not match is answered with the schema's complaints, and the rollout goes on.
 //!
 //! A `multi_turn` package's `respond` script reads `{"example", "completion", "turn"}` as JSON on
 //! stdin and prints `{"messages": [...], "done": bool}` (or `{"message": "text", "done": bool}`);
@@ -45,13 +63,16 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus};
+use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus, ToolSpec};
 
 use crate::external::{External, ExternalProcess, ExternalScore};
 use crate::rewards::{self, RewardSpec, SpecSource};
 use crate::rollout::{Interaction, RolloutState, SingleTurn, Step};
 use crate::rubric::{RewardFn, RubricEntry, Services};
-use crate::tools::{BUILTIN_TOOLS, ToolUse, builtin_tool};
+use crate::tools::{
+    BUILTIN_TOOLS, MAX_TOOL_PROGRAM, ProgramTool, SessionSeed, Tool, ToolLimits, ToolUse,
+    builtin_tool,
+};
 use crate::{
     DataSource, EnvError, EnvInfo, Environment, LoadOptions, Parser, Rubric, TurnLimits, registry,
 };
@@ -76,6 +97,31 @@ pub struct Manifest {
     /// Reward functions.
     #[serde(default)]
     pub rubric: Vec<RewardSpec>,
+    /// The package's own tools (kind `tool`).
+    #[serde(default)]
+    pub tool: Vec<ManifestTool>,
+}
+
+/// `[[tool]]`: a tool the package declares.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestTool {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON schema of its arguments (an object).
+    #[serde(default)]
+    pub parameters: Option<toml::Table>,
+    /// The program that answers a call, inside the package (`.py` or `.sh`).
+    pub program: String,
+    /// Seconds one run may take (default 30).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Memory of one run in MiB (default 512).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
 }
 
 /// `[environment]`.
@@ -136,6 +182,15 @@ pub struct ManifestEnv {
     /// Built-in tools (kind `tool`).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Each rollout holds a sandbox session (kind `tool`).
+    #[serde(default)]
+    pub session: bool,
+    /// The session's first files: a path template inside the package (kind `tool`).
+    pub session_files: Option<String>,
+    /// Bytes of tool output shown to the model (kind `tool`).
+    pub max_tool_output: Option<usize>,
+    /// Seconds a tool call may run (kind `tool`).
+    pub tool_timeout_s: Option<f64>,
     /// Turn script (kind `multi_turn`).
     pub respond: Option<String>,
     /// Process command (kind `external`).
@@ -147,6 +202,15 @@ pub struct ManifestEnv {
 /// must be relative, must not climb out (`..`), must not pass through an ignored folder (whose
 /// files are not hashed) and must not pass through or end at a symbolic link.
 pub fn resolve_file(dir: &Path, rel: &str) -> Result<PathBuf, String> {
+    let full = resolve_path(dir, rel)?;
+    if !full.is_file() {
+        return Err(format!("{} is not a file", full.display()));
+    }
+    Ok(full)
+}
+
+/// [`resolve_file`] for a file or a folder.
+pub fn resolve_path(dir: &Path, rel: &str) -> Result<PathBuf, String> {
     let path = Path::new(rel);
     let mut full = dir.to_owned();
     for component in path.components() {
@@ -170,9 +234,6 @@ pub fn resolve_file(dir: &Path, rel: &str) -> Result<PathBuf, String> {
             Ok(_) => {}
             Err(_) => return Err(format!("{} does not exist", full.display())),
         }
-    }
-    if !full.is_file() {
-        return Err(format!("{} is not a file", full.display()));
     }
     Ok(full)
 }
@@ -277,6 +338,107 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, EnvError> {
     Ok(manifest)
 }
 
+/// The interaction of a `tool` package: its built-in and declared tools, limits and session.
+fn tool_use(dir: &Path, file: &Path, manifest: &Manifest) -> Result<ToolUse, EnvError> {
+    let err = |field: &str, message: String| EnvError::config(file, field, message);
+    let env = &manifest.env;
+    if env.tools.is_empty() && manifest.tool.is_empty() {
+        return Err(err(
+            "env.tools",
+            "a tool environment needs at least one tool (built-in in env.tools, or [[tool]])"
+                .into(),
+        ));
+    }
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    for name in &env.tools {
+        tools.push(builtin_tool(name).ok_or_else(|| {
+            err(
+                "env.tools",
+                format!("unknown tool `{name}`; built-in tools: {}", BUILTIN_TOOLS.join(", ")),
+            )
+        })?);
+    }
+    for (i, t) in manifest.tool.iter().enumerate() {
+        tools.push(Arc::new(
+            program_tool(dir, t).map_err(|(k, m)| err(&format!("tool[{i}].{k}"), m))?,
+        ));
+    }
+    let mut limits = ToolLimits::default();
+    if let Some(max) = env.max_tool_output {
+        if max == 0 {
+            return Err(err("env.max_tool_output", "must be at least 1 byte".into()));
+        }
+        limits.max_output_bytes = max;
+    }
+    if let Some(t) = env.tool_timeout_s {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(err(
+                "env.tool_timeout_s",
+                format!("{t} is not a positive number of seconds"),
+            ));
+        }
+        limits.call_timeout = Duration::from_secs_f64(t);
+    }
+    let mut interaction = ToolUse::new(tools).map_err(|m| err("tool", m))?.with_limits(limits);
+    if env.session || env.session_files.is_some() {
+        let seed = env
+            .session_files
+            .clone()
+            .map(|template| SessionSeed { root: dir.to_owned(), template });
+        interaction = interaction.with_session(seed);
+    }
+    Ok(interaction)
+}
+
+/// A `[[tool]]` entry as a tool; the error names the key.
+fn program_tool(dir: &Path, t: &ManifestTool) -> Result<ProgramTool, (&'static str, String)> {
+    let name_ok = !t.name.is_empty()
+        && t.name.len() <= 64
+        && t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !name_ok {
+        return Err(("name", format!("`{}` must match ^[a-zA-Z0-9_-]{{1,64}}$", t.name)));
+    }
+    if builtin_tool(&t.name).is_some() {
+        return Err(("name", format!("`{}` is a built-in tool's name", t.name)));
+    }
+    let full = resolve_file(dir, &t.program).map_err(|m| ("program", m))?;
+    let language = match full.extension().and_then(|e| e.to_str()) {
+        Some("py") => Language::Python,
+        Some("sh") => Language::Bash,
+        _ => return Err(("program", format!("`{}` must be a .py or .sh file", t.program))),
+    };
+    let code = fs::read_to_string(&full)
+        .map_err(|e| ("program", format!("cannot read {}: {e}", full.display())))?;
+    if code.len() > MAX_TOOL_PROGRAM {
+        return Err((
+            "program",
+            format!("{} is larger than {MAX_TOOL_PROGRAM} bytes", full.display()),
+        ));
+    }
+    let parameters = match &t.parameters {
+        None => json!({"type": "object", "properties": {}}),
+        Some(table) => serde_json::to_value(table).map_err(|e| ("parameters", e.to_string()))?,
+    };
+    if parameters.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(("parameters", "must be a JSON schema of type \"object\"".into()));
+    }
+    let time_ms = match t.timeout_s {
+        None => 30_000,
+        Some(s) if s.is_finite() && s > 0.0 => (s * 1e3) as u64,
+        Some(s) => return Err(("timeout_s", format!("{s} is not a positive number of seconds"))),
+    };
+    Ok(ProgramTool {
+        spec: ToolSpec::function(&t.name, &t.description, parameters),
+        language,
+        code,
+        limits: Limits {
+            time_limit_ms: Some(time_ms),
+            memory_mb: Some(t.memory_mb.unwrap_or(512)),
+            output_bytes: Some(1 << 20),
+        },
+    })
+}
+
 /// Loads the package in `dir`.
 pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvError> {
     let file = dir.join(MANIFEST);
@@ -309,6 +471,11 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
         TurnLimits { max_turns, max_completion_tokens: env.max_completion_tokens, timeout };
     for (field, set, allowed) in [
         ("env.tools", !env.tools.is_empty(), kind == "tool"),
+        ("env.session", env.session, kind == "tool"),
+        ("env.session_files", env.session_files.is_some(), kind == "tool"),
+        ("env.max_tool_output", env.max_tool_output.is_some(), kind == "tool"),
+        ("env.tool_timeout_s", env.tool_timeout_s.is_some(), kind == "tool"),
+        ("tool", !manifest.tool.is_empty(), kind == "tool"),
         ("env.respond", env.respond.is_some(), kind == "multi_turn"),
         ("env.command", !env.command.is_empty(), kind == "external"),
     ] {
@@ -320,27 +487,7 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
     let mut external_process = None;
     let interaction: Arc<dyn Interaction> = match kind {
         "single_turn" => Arc::new(SingleTurn),
-        "tool" => {
-            if env.tools.is_empty() {
-                return Err(err("env.tools", "a tool environment needs at least one tool".into()));
-            }
-            let tools = env
-                .tools
-                .iter()
-                .map(|name| {
-                    builtin_tool(name).ok_or_else(|| {
-                        err(
-                            "env.tools",
-                            format!(
-                                "unknown tool `{name}`; built-in tools: {}",
-                                BUILTIN_TOOLS.join(", ")
-                            ),
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>()?;
-            Arc::new(ToolUse::new(tools))
-        }
+        "tool" => Arc::new(tool_use(dir, &file, &manifest)?),
         "multi_turn" => {
             let script = env.respond.as_deref().ok_or_else(|| {
                 err("env.respond", "a multi_turn environment needs a `respond` script".into())

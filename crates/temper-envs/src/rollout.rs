@@ -17,6 +17,7 @@
 //! recorded; it never aborts the caller.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -26,6 +27,8 @@ use temper_protocol::{
     FinishReason, Message, Role, Rollout, RolloutError, SCHEMA_VERSION, SamplingParams, StopReason,
     Timings, TokenTrace, ToolSpec,
 };
+
+use temper_verify::code::CodeSession;
 
 use crate::{ChatModel, ChatRequest, EnvError, Example, Services, TurnTokens};
 
@@ -69,6 +72,10 @@ pub struct RolloutState<'a> {
     pub completion_tokens: u64,
     /// State owned by the interaction.
     pub data: Value,
+    /// The sandbox session the rollout holds, when its interaction opened one (in `setup`): the
+    /// tools work in it, reward functions run in it after the last turn, and it is closed once
+    /// the rollout is scored.
+    pub session: Option<Arc<dyn CodeSession>>,
 }
 
 impl RolloutState<'_> {
@@ -146,8 +153,12 @@ pub(crate) struct RolloutPlan<'a> {
     pub rollout_index: u32,
 }
 
-/// Runs one rollout to its end. The result is unscored (`reward` 0, empty `scores`).
-pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) -> Rollout {
+/// Runs one rollout to its end. The result is unscored (`reward` 0, empty `scores`); the
+/// session it holds, if any, comes back with it for scoring (dropping it ends it).
+pub(crate) async fn run_rollout(
+    plan: RolloutPlan<'_>,
+    model: &dyn ChatModel,
+) -> (Rollout, Option<Arc<dyn CodeSession>>) {
     let start = Instant::now();
     let example = plan.example;
     let mut state = RolloutState {
@@ -158,6 +169,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
         turns: 0,
         completion_tokens: 0,
         data: Value::Null,
+        session: None,
     };
     let mut timings = Timings::default();
     let mut trace = TraceBuilder::default();
@@ -259,7 +271,7 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
         metrics.insert("token_trace_broken".to_owned(), 1.0);
         warn_broken_trace_once(plan.env);
     }
-    Rollout {
+    let rollout = Rollout {
         schema_version: SCHEMA_VERSION,
         env: plan.env.to_owned(),
         task: example.task.clone(),
@@ -276,7 +288,8 @@ pub(crate) async fn run_rollout(plan: RolloutPlan<'_>, model: &dyn ChatModel) ->
         stop_reason: stop,
         error,
         timings,
-    }
+    };
+    (rollout, state.session)
 }
 
 /// Awaits `fut`, giving up after `limit` (`None` when it passed).

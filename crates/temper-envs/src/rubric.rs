@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use temper_protocol::{Message, Rollout, RolloutError, StopReason};
-use temper_verify::code::CodeRunner;
+use temper_verify::code::{CodeRunner, CodeSession};
 
 use crate::{ChatModel, Example, Parser};
 
@@ -33,6 +33,8 @@ pub struct RewardInput<'a> {
     pub stop_reason: StopReason,
     /// Tokens the model generated over all turns (0 when the server did not say).
     pub completion_tokens: u64,
+    /// The sandbox session the rollout held, still open (hidden tests run in it).
+    pub session: Option<&'a dyn CodeSession>,
 }
 
 impl RewardInput<'_> {
@@ -171,13 +173,16 @@ impl Rubric {
         example: &Example,
         parser: &Parser,
         rollouts: &mut [Rollout],
+        sessions: &[Option<Arc<dyn CodeSession>>],
         services: &Services,
     ) {
         let start = Instant::now();
         let scorable: Vec<bool> = rollouts.iter().map(|r| r.error.is_none()).collect();
         let inputs: Vec<RewardInput<'_>> = rollouts
             .iter()
-            .map(|r| RewardInput {
+            .enumerate()
+            .map(|(i, r)| RewardInput {
+                session: sessions.get(i).and_then(Option::as_deref),
                 example,
                 prompt: &r.prompt,
                 completion: &r.completion,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase, TestsRequest};
-use temper_verify::code::{CodeRunner, RunnerError, TestOutcome};
+use temper_verify::code::{CodeRunner, CodeSession, RunnerError, TestOutcome, session_path_ok};
 
 use crate::cgroup::{self, GroupLimits, Layout};
 use crate::config::{Effective, SandboxConfig};
@@ -697,5 +697,84 @@ impl CodeRunner for Sandbox {
         Sandbox::run_tests(self, r.language, &r.code, &r.tests, r.limits, r.stop_on_failure)
             .await
             .map_err(|e| RunnerError::Backend(e.to_string()))
+    }
+
+    async fn open_session(&self) -> Result<Box<dyn CodeSession>, RunnerError> {
+        let slot = self
+            .session_slot()
+            .await
+            .map_err(|e| RunnerError::Backend(format!("cannot open a session: {e}")))?;
+        Ok(Box::new(SlotSession {
+            sandbox: self.clone(),
+            slot: tokio::sync::RwLock::new(Some(slot)),
+        }))
+    }
+}
+
+/// A session of this process's sandbox: one slot kept until closed (or dropped), then
+/// destroyed with everything it ran.
+#[derive(Debug)]
+struct SlotSession {
+    sandbox: Sandbox,
+    slot: tokio::sync::RwLock<Option<Slot>>,
+}
+
+fn closed() -> RunnerError {
+    RunnerError::Backend("the session is closed".into())
+}
+
+fn bad_path(path: &str) -> RunnerError {
+    RunnerError::Backend(format!("`{path}` must be a relative path without `.` or `..` parts"))
+}
+
+#[async_trait]
+impl CodeSession for SlotSession {
+    async fn exec(
+        &self,
+        command: &str,
+        stdin: &str,
+        limits: Limits,
+    ) -> Result<RunResult, RunnerError> {
+        let slot = self.slot.read().await;
+        let slot = slot.as_ref().ok_or_else(closed)?;
+        Ok(self.sandbox.exec_command(slot, command, stdin, limits).await)
+    }
+
+    async fn write_file(&self, path: &str, bytes: &[u8]) -> Result<(), RunnerError> {
+        if !session_path_ok(path) {
+            return Err(bad_path(path));
+        }
+        let slot = self.slot.read().await;
+        let slot = slot.as_ref().ok_or_else(closed)?;
+        slot.write_file(path, bytes.to_vec(), 0o644)
+            .await
+            .map(|_| ())
+            .map_err(|e| RunnerError::Backend(format!("{path}: {e}")))
+    }
+
+    async fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, RunnerError> {
+        if !session_path_ok(path) {
+            return Err(bad_path(path));
+        }
+        let slot = self.slot.read().await;
+        let slot = slot.as_ref().ok_or_else(closed)?;
+        slot.read_file(path, max).await.map_err(|e| RunnerError::Backend(format!("{path}: {e}")))
+    }
+
+    async fn close(&self) {
+        if let Some(slot) = self.slot.write().await.take() {
+            self.sandbox.retire(slot);
+        }
+    }
+}
+
+impl Drop for SlotSession {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.get_mut().take() {
+            // Off a runtime the slot's own drop destroys it.
+            if tokio::runtime::Handle::try_current().is_ok() {
+                self.sandbox.retire(slot);
+            }
+        }
     }
 }

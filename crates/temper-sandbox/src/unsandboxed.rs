@@ -257,4 +257,85 @@ impl CodeRunner for Unsandboxed {
         }
         Ok(result_of(outcome))
     }
+
+    async fn open_session(&self) -> Result<Box<dyn temper_verify::code::CodeSession>, RunnerError> {
+        let dir = tempfile::tempdir()
+            .map_err(|e| RunnerError::Backend(format!("cannot create a session folder: {e}")))?;
+        Ok(Box::new(FolderSession { dir: std::sync::Mutex::new(Some(dir)) }))
+    }
+}
+
+/// A session of plain processes in a temporary folder, removed when the session ends. Isolates
+/// nothing, as [`Unsandboxed`] does not.
+#[derive(Debug)]
+struct FolderSession {
+    dir: std::sync::Mutex<Option<tempfile::TempDir>>,
+}
+
+impl FolderSession {
+    fn path(&self) -> Result<std::path::PathBuf, RunnerError> {
+        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        dir.as_ref()
+            .map(|d| d.path().to_owned())
+            .ok_or_else(|| RunnerError::Backend("the session is closed".into()))
+    }
+
+    fn file(&self, path: &str) -> Result<std::path::PathBuf, RunnerError> {
+        if !temper_verify::code::session_path_ok(path) {
+            return Err(RunnerError::Backend(format!(
+                "`{path}` must be a relative path without `.` or `..` parts"
+            )));
+        }
+        let full = self.path()?.join(path);
+        // No part of the way may be a symbolic link: the folder's own programs could have made
+        // one pointing anywhere.
+        let mut so_far = self.path()?;
+        for part in path.split('/') {
+            so_far.push(part);
+            if so_far.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(RunnerError::Backend(format!("`{path}` goes through a symbolic link")));
+            }
+        }
+        Ok(full)
+    }
+}
+
+#[async_trait]
+impl temper_verify::code::CodeSession for FolderSession {
+    async fn exec(
+        &self,
+        command: &str,
+        stdin: &str,
+        limits: Limits,
+    ) -> Result<RunResult, RunnerError> {
+        let dir = self.path()?;
+        let outcome = execute(&dir, &["bash", "-c", command], stdin.as_bytes(), limits)
+            .await
+            .map_err(|e| RunnerError::Backend(format!("cannot start bash: {e}")))?;
+        Ok(result_of(outcome))
+    }
+
+    async fn write_file(&self, path: &str, bytes: &[u8]) -> Result<(), RunnerError> {
+        let full = self.file(path)?;
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| RunnerError::Backend(format!("{path}: {e}")))?;
+        }
+        std::fs::write(&full, bytes).map_err(|e| RunnerError::Backend(format!("{path}: {e}")))
+    }
+
+    async fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, RunnerError> {
+        let full = self.file(path)?;
+        let size = std::fs::metadata(&full)
+            .map_err(|e| RunnerError::Backend(format!("{path}: {e}")))?
+            .len();
+        if size > max {
+            return Err(RunnerError::Backend(format!("{path}: {size} bytes, over {max}")));
+        }
+        std::fs::read(&full).map_err(|e| RunnerError::Backend(format!("{path}: {e}")))
+    }
+
+    async fn close(&self) {
+        drop(self.dir.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
 }

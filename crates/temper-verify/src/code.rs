@@ -50,6 +50,50 @@ pub trait CodeRunner: Send + Sync + std::fmt::Debug {
         }
         Ok(outcomes)
     }
+
+    /// Opens a session: a shell and a working folder that persist across commands, for a
+    /// rollout that works on files over several turns. Runners without sessions refuse.
+    async fn open_session(&self) -> Result<Box<dyn CodeSession>, RunnerError> {
+        Err(RunnerError::Backend("this code runner has no sessions".into()))
+    }
+}
+
+/// A shell and a working folder that persist across commands (a sandbox slot kept for one
+/// rollout). Paths are relative to the working folder and may not leave it.
+///
+/// A session holds processes and files until it is closed; dropping it without [`close`]
+/// (a cancelled rollout) still ends it, in the background.
+///
+/// [`close`]: CodeSession::close
+#[async_trait]
+pub trait CodeSession: Send + Sync + std::fmt::Debug {
+    /// Runs `bash -c command` in the working folder, feeding `stdin`, within `limits`.
+    async fn exec(
+        &self,
+        command: &str,
+        stdin: &str,
+        limits: temper_protocol::Limits,
+    ) -> Result<RunResult, RunnerError>;
+
+    /// Writes `bytes` to `path`, making its folders.
+    async fn write_file(&self, path: &str, bytes: &[u8]) -> Result<(), RunnerError>;
+
+    /// Reads `path`; a file larger than `max` bytes is an error.
+    async fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, RunnerError>;
+
+    /// Ends the session: its processes are killed and its files removed.
+    async fn close(&self);
+}
+
+/// Whether `path` is a relative path inside a session's working folder: not empty, not
+/// absolute, no `.`, `..` or empty parts, no NUL, at most 4096 bytes.
+pub fn session_path_ok(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 4096
+        && !path.starts_with('/')
+        && path
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\0'))
 }
 
 /// One test case's verdict.

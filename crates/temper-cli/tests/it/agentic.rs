@@ -1,7 +1,8 @@
-//! Multi-turn tool rollouts against the embedded engine, with the real Qwen3 tokenizer and chat
-//! template: every turn after the first continues from the sampled tokens (`token_prefix`), so
-//! the assembled trace is what was sampled and the trainer's recomputation of every sampled
-//! token's logprob matches the engine's.
+//! Agentic rollouts. Multi-turn tool rollouts against the embedded engine, with the real Qwen3
+//! tokenizer and chat template: every turn after the first continues from the sampled tokens
+//! (`token_prefix`), so the assembled trace is what was sampled and the trainer's recomputation
+//! of every sampled token's logprob matches the engine's. Rollouts that hold one sandbox session
+//! from the first turn to their hidden tests.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -212,4 +213,164 @@ async fn qwen3_tool_rollouts_keep_their_trace_and_match_the_trainer() {
     assert!(kl.abs() <= 1e-6, "mismatch KL {kl}");
 
     server.shutdown().await;
+}
+
+/// A package whose rollouts work in a sandbox session: its own `note` tool, the session tools,
+/// task files seeded per row and a hidden-test reward run in the same session after the last
+/// turn.
+fn fix_add_package(dir: &std::path::Path) -> PathBuf {
+    let pkg = dir.join("fix-add");
+    for sub in ["data", "tasks/t1", "hidden/t1", "tools"] {
+        std::fs::create_dir_all(pkg.join(sub)).unwrap();
+    }
+    std::fs::write(
+        pkg.join("environment.toml"),
+        r#"
+[environment]
+name = "fix-add"
+version = "0.1.0"
+description = "Fix calc.add; hidden tests decide."
+[dataset]
+train = "data/train.jsonl"
+eval = "data/train.jsonl"
+[env]
+kind = "tool"
+tools = ["bash", "read_file", "write_file", "edit"]
+session_files = "tasks/{task_id}"
+max_turns = 8
+[[tool]]
+name = "note"
+description = "Append a line to NOTES.md."
+parameters = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }
+program = "tools/note.py"
+[[rubric]]
+reward = "session_command"
+upload = "hidden/{task_id}"
+upload_to = ".hidden"
+command = "python3 .hidden/check.py"
+score = "fraction"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("data/train.jsonl"),
+        "{\"question\": \"calc.add is wrong; fix it.\", \"answer\": \"\", \"task_id\": \"t1\"}\n",
+    )
+    .unwrap();
+    std::fs::write(pkg.join("tasks/t1/calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    std::fs::write(
+        pkg.join("hidden/t1/check.py"),
+        "import sys\nsys.path.insert(0, '.')\nimport calc\ncases = [(1, 2, 3), (0, 0, 0), (-1, 1, 0), (5, 5, 10)]\nprint(sum(calc.add(a, b) == c for a, b, c in cases) / len(cases))\n",
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("tools/note.py"),
+        "import json, sys\nargs = json.load(sys.stdin)\nopen('NOTES.md', 'a').write(args['text'] + '\\n')\nprint('noted')\n",
+    )
+    .unwrap();
+    pkg
+}
+
+/// A scripted agent: notes, reads, (optionally) edits, checks with bash, answers.
+#[derive(Debug)]
+struct Agent {
+    fix: bool,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl ChatModel for Agent {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        let results: Vec<&Message> =
+            request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).collect();
+        if let Some(last) = results.last() {
+            self.seen.lock().unwrap().push(last.content.clone());
+        }
+        let mut steps =
+            vec![("note", json!({"text": "started"})), ("read_file", json!({"path": "calc.py"}))];
+        if self.fix {
+            steps.push((
+                "edit",
+                json!({"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}),
+            ));
+        }
+        steps.push((
+            "bash",
+            json!({"command": "cat NOTES.md; python3 -c 'import calc; print(calc.add(2, 3))'"}),
+        ));
+        let mut message = Message::assistant("");
+        let finish = match steps.get(results.len()) {
+            Some((name, args)) => {
+                message.tool_calls = vec![temper_protocol::ToolCall {
+                    id: format!("call_{}", results.len()),
+                    kind: "function".into(),
+                    function: temper_protocol::FunctionCall {
+                        name: (*name).into(),
+                        arguments: args.to_string(),
+                    },
+                }];
+                temper_protocol::FinishReason::ToolCalls
+            }
+            None => {
+                message.content = "Fixed.".into();
+                temper_protocol::FinishReason::Stop
+            }
+        };
+        Ok(temper_envs::ModelReply {
+            message,
+            finish_reason: finish,
+            usage: Default::default(),
+            tokens: None,
+            policy_version: None,
+        })
+    }
+}
+
+fn real_sandbox_config() -> temper_sandbox::SandboxConfig {
+    temper_sandbox::SandboxConfig {
+        helper: (
+            PathBuf::from(env!("CARGO_BIN_EXE_temper")),
+            vec![temper_sandbox::isolation::HELPER_ARG.into()],
+        ),
+        pool_size: 2,
+        ..temper_sandbox::SandboxConfig::default()
+    }
+}
+
+/// One session across every turn of a rollout: the package tool's note, the edit and the bash
+/// command all see the same files, and the hidden tests run there after the last turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_keeps_one_sandbox_session_from_first_turn_to_hidden_tests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = fix_add_package(tmp.path());
+    let env = temper_envs::package::load_dir(&pkg, &temper_envs::LoadOptions::default()).unwrap();
+    let sandbox = temper_sandbox::Sandbox::new(real_sandbox_config())
+        .await
+        .expect("the sandbox starts on this machine (root, cgroups)");
+    let services = Services { code_runner: Some(Arc::new(sandbox.clone())), judge: None };
+    let example = env.examples(temper_envs::Split::Train).unwrap().remove(0);
+    let sampling = SamplingParams::default();
+
+    let agent = Agent { fix: true, seen: Default::default() };
+    let got = env.run_group(&agent, &example, 1, &sampling, &services).await;
+    let r = &got[0];
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.metrics["turns"], 5.0);
+    let seen = agent.seen.lock().unwrap().clone();
+    assert_eq!(seen[0], "noted\n");
+    assert_eq!(seen[1], "def add(a, b):\n    return a - b\n");
+    assert_eq!(seen[2], "edited calc.py");
+    // The note written by the package tool on turn 1 and the edit of turn 3 are both there.
+    assert_eq!(seen[3], "started\n5\n");
+    assert_eq!(r.reward, 1.0, "hidden tests in the same session: {:?}", r.scores);
+
+    // Without the fix, the hidden tests see the original file.
+    let lazy = Agent { fix: false, seen: Default::default() };
+    let got = env.run_group(&lazy, &example, 1, &sampling, &services).await;
+    assert_eq!(got[0].reward, 0.25, "{:?}", got[0].scores);
+    assert_eq!(lazy.seen.lock().unwrap()[2], "started\n-1\n");
+    sandbox.shutdown().await;
 }

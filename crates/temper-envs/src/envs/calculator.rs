@@ -67,7 +67,9 @@ pub fn environment(options: &LoadOptions) -> Environment {
         system_prompt: Some(SYSTEM_PROMPT.to_owned()),
         parser: Parser::Boxed,
         data: options.generated(generate, 10_000, 200),
-        interaction: Arc::new(ToolUse::new(vec![Arc::new(Calculator)])),
+        interaction: Arc::new(
+            ToolUse::new(vec![Arc::new(Calculator)]).expect("the calculator schema is valid"),
+        ),
         rubric: Rubric::new().with("math_equiv", 1.0, MathEquiv {}).with(
             "tool_calls",
             0.0,

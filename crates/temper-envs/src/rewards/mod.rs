@@ -29,6 +29,7 @@ mod math_equiv;
 mod mcq_letter;
 mod regex;
 mod script;
+mod session_command;
 
 pub use code_tests::CodeTests;
 pub use exact_match::ExactMatch;
@@ -40,6 +41,7 @@ pub use math_equiv::MathEquiv;
 pub use mcq_letter::McqLetter;
 pub use regex::RegexMatch;
 pub use script::Script;
+pub use session_command::SessionCommand;
 
 /// Names of the built-in reward functions.
 pub const BUILTIN_REWARDS: &[&str] = &[
@@ -53,6 +55,7 @@ pub const BUILTIN_REWARDS: &[&str] = &[
     "llm_judge",
     "script",
     "math_equiv",
+    "session_command",
 ];
 
 /// One `[[rubric]]` entry of `environment.toml`.
@@ -125,6 +128,7 @@ pub fn build(spec: &RewardSpec, source: SpecSource<'_>) -> Result<RubricEntry, E
         "llm_judge" => RewardFn::Each(Arc::new(LlmJudge::from_spec(spec, source)?)),
         "script" => RewardFn::Each(Arc::new(Script::from_spec(spec, source)?)),
         "math_equiv" => RewardFn::Each(Arc::new(params::<MathEquiv>(spec, source)?)),
+        "session_command" => RewardFn::Each(Arc::new(SessionCommand::from_spec(spec, source)?)),
         other => {
             return Err(source.error(
                 "reward",
