@@ -33,7 +33,23 @@ pub struct ToolContext<'a> {
     pub session: Option<&'a dyn CodeSession>,
     /// The example being answered.
     pub example: &'a Example,
+    /// How long the call may run: tools that run programs give them at most this much, so the
+    /// sandbox stops them (a call still running a little after it is abandoned).
+    pub time_limit: Duration,
 }
+
+impl ToolContext<'_> {
+    /// `limits` with its time limit cut to the call's.
+    pub fn clamp(&self, mut limits: Limits) -> Limits {
+        let ms = u64::try_from(self.time_limit.as_millis()).unwrap_or(u64::MAX).max(1);
+        limits.time_limit_ms = Some(limits.time_limit_ms.map_or(ms, |t| t.min(ms)));
+        limits
+    }
+}
+
+/// Time a call may run past its limit before it is abandoned (its program is stopped by the
+/// sandbox at the limit; this covers the sandbox's own overhead).
+const CALL_GRACE: Duration = Duration::from_secs(5);
 
 /// A function the model may call.
 #[async_trait]
@@ -184,7 +200,9 @@ impl ToolUse {
         }
         let Value::Object(arguments) = value else { unreachable!("checked above") };
         let timeout = self.limits.call_timeout;
-        let output = match tokio::time::timeout(timeout, checked.tool.call(&arguments, ctx)).await {
+        let ctx = ToolContext { time_limit: timeout, ..*ctx };
+        let call = checked.tool.call(&arguments, &ctx);
+        let output = match tokio::time::timeout(timeout + CALL_GRACE, call).await {
             Err(_) => {
                 return format!(
                     "error: `{name}` ran longer than {} s and was stopped",
@@ -254,8 +272,12 @@ impl Interaction for ToolUse {
         services: &Services,
     ) -> Result<Step, EnvError> {
         let calls = state.last_reply().map(|m| m.tool_calls.clone()).unwrap_or_default();
-        let ctx =
-            ToolContext { services, session: state.session.as_deref(), example: state.example };
+        let ctx = ToolContext {
+            services,
+            session: state.session.as_deref(),
+            example: state.example,
+            time_limit: self.limits.call_timeout,
+        };
         let mut messages = Vec::with_capacity(calls.len());
         for call in &calls {
             let output = self.answer(call, &ctx).await;
@@ -445,8 +467,11 @@ fn shown(result: temper_protocol::RunResult) -> String {
     match result.status {
         RunStatus::Ok => {}
         RunStatus::RuntimeError => {
-            out.push_str(&format!("\n[exit code {}]", result.exit_code.unwrap_or(-1)))
+            out.push_str(&format!("\n[exit code {}]", result.exit_code.unwrap_or(-1)));
         }
+        RunStatus::Timeout => out.push_str("\n[stopped: it ran past its time limit]"),
+        RunStatus::MemoryLimit => out.push_str("\n[stopped: it went over its memory limit]"),
+        RunStatus::OutputLimit => out.push_str("\n[stopped: it wrote more output than allowed]"),
         other => out.push_str(&format!("\n[{other:?}]")),
     }
     out
@@ -482,11 +507,11 @@ impl Tool for Python {
             language: Language::Python,
             code: code.to_owned(),
             stdin: String::new(),
-            limits: Limits {
+            limits: ctx.clamp(Limits {
                 time_limit_ms: Some(10_000),
                 memory_mb: Some(512),
                 output_bytes: Some(16_384),
-            },
+            }),
         };
         let result = runner.run(request).await.map_err(|e| e.to_string())?;
         Ok(shown(result))
@@ -540,8 +565,8 @@ impl Tool for Bash {
         ctx: &ToolContext<'_>,
     ) -> Result<String, String> {
         let command = string_arg(arguments, "command")?;
-        let result =
-            session(ctx)?.exec(command, "", BASH_LIMITS).await.map_err(|e| e.to_string())?;
+        let limits = ctx.clamp(BASH_LIMITS);
+        let result = session(ctx)?.exec(command, "", limits).await.map_err(|e| e.to_string())?;
         Ok(shown(result))
     }
 }
@@ -702,20 +727,16 @@ impl Tool for ProgramTool {
         ctx: &ToolContext<'_>,
     ) -> Result<String, String> {
         let stdin = Value::Object(arguments.clone()).to_string();
+        let limits = ctx.clamp(self.limits);
         let result = match ctx.session {
-            Some(session) => session
-                .exec(&self.command(), &stdin, self.limits)
-                .await
-                .map_err(|e| e.to_string())?,
+            Some(session) => {
+                session.exec(&self.command(), &stdin, limits).await.map_err(|e| e.to_string())?
+            }
             None => {
                 let runner =
                     ctx.services.code_runner.as_ref().ok_or("no code runner is configured")?;
-                let request = RunRequest {
-                    language: self.language,
-                    code: self.code.clone(),
-                    stdin,
-                    limits: self.limits,
-                };
+                let request =
+                    RunRequest { language: self.language, code: self.code.clone(), stdin, limits };
                 runner.run(request).await.map_err(|e| e.to_string())?
             }
         };
@@ -903,5 +924,69 @@ pub mod calc {
             assert_eq!(format(7.0), "7");
             assert_eq!(format(1.0 / 3.0), "0.333333333333");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_cut_at_a_character_boundary_with_a_note() {
+        assert_eq!(cap_output("short".into(), 10), "short");
+        let cut = cap_output("ééééé".into(), 5); // 10 bytes; byte 5 is inside the third é
+        assert_eq!(cut, "éé\n[output truncated: 4 of 10 bytes shown]");
+    }
+
+    #[test]
+    fn seed_paths_come_from_the_row_and_cannot_climb_out() {
+        let mut example = Example {
+            example_id: 7,
+            prompt: Vec::new(),
+            answer: String::new(),
+            info: serde_json::Map::new(),
+            task: "swe".into(),
+        };
+        example.info.insert("repo".into(), json!("calc"));
+        assert_eq!(seed_path("tasks/{repo}", &example).unwrap(), "tasks/calc");
+        assert_eq!(seed_path("{task}/{example_id}.tar.gz", &example).unwrap(), "swe/7.tar.gz");
+        assert!(seed_path("tasks/{missing}", &example).unwrap_err().contains("`missing`"));
+        for bad in ["..", "../x", "a/b", ""] {
+            example.info.insert("repo".into(), json!(bad));
+            assert!(seed_path("tasks/{repo}", &example).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn archives_with_links_or_escaping_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, build: &dyn Fn(&mut tar::Builder<std::fs::File>)| {
+            let path = dir.path().join(name);
+            let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
+            build(&mut b);
+            b.finish().unwrap();
+            path
+        };
+        let file = |b: &mut tar::Builder<std::fs::File>, name: &str, data: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_entry_type(tar::EntryType::Regular);
+            // Bypass set_path's own checks to write a hostile name.
+            h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_cksum();
+            b.append(&h, data).unwrap();
+        };
+        let ok = write("ok.tar", &|b| file(b, "src/a.py", b"x = 1\n"));
+        assert_eq!(archive_files(&ok).unwrap(), vec![("src/a.py".to_owned(), b"x = 1\n".to_vec())]);
+        let climb = write("climb.tar", &|b| file(b, "../evil", b"x"));
+        assert!(archive_files(&climb).unwrap_err().contains("not a relative path"));
+        let link = write("link.tar", &|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            b.append_link(&mut h, "l", "/etc/passwd").unwrap();
+        });
+        assert!(archive_files(&link).unwrap_err().contains("not a regular file"));
     }
 }

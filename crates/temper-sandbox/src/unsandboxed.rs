@@ -21,13 +21,19 @@ const COMPILE_TIME_MS: u64 = 20_000;
 /// Runs programs as plain child processes, without isolation (see the crate docs).
 #[derive(Debug, Clone, Default)]
 pub struct Unsandboxed {
-    _private: (),
+    session_root: Option<std::path::PathBuf>,
 }
 
 impl Unsandboxed {
     /// A runner. Isolates nothing.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes session folders under `root` instead of the system's temporary folder.
+    pub fn with_session_root(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.session_root = Some(root.into());
+        self
     }
 }
 
@@ -259,8 +265,11 @@ impl CodeRunner for Unsandboxed {
     }
 
     async fn open_session(&self) -> Result<Box<dyn temper_verify::code::CodeSession>, RunnerError> {
-        let dir = tempfile::tempdir()
-            .map_err(|e| RunnerError::Backend(format!("cannot create a session folder: {e}")))?;
+        let dir = match &self.session_root {
+            Some(root) => tempfile::tempdir_in(root),
+            None => tempfile::tempdir(),
+        }
+        .map_err(|e| RunnerError::Backend(format!("cannot create a session folder: {e}")))?;
         Ok(Box::new(FolderSession { dir: std::sync::Mutex::new(Some(dir)) }))
     }
 }

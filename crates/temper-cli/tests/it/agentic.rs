@@ -374,3 +374,232 @@ async fn a_rollout_keeps_one_sandbox_session_from_first_turn_to_hidden_tests() {
     assert_eq!(lazy.seen.lock().unwrap()[2], "started\n-1\n");
     sandbox.shutdown().await;
 }
+
+/// A package of hostile tools, and a model that calls them and never stops calling.
+fn hostile_package(dir: &std::path::Path) -> PathBuf {
+    let pkg = dir.join("hostile");
+    std::fs::create_dir_all(pkg.join("data")).unwrap();
+    std::fs::create_dir_all(pkg.join("tools")).unwrap();
+    std::fs::write(
+        pkg.join("environment.toml"),
+        r#"
+[environment]
+name = "hostile"
+version = "0.1.0"
+[dataset]
+train = "data/train.jsonl"
+[env]
+kind = "tool"
+tools = ["bash"]
+max_turns = 6
+max_tool_output = 4096
+tool_timeout_s = 2
+[[tool]]
+name = "flood"
+program = "tools/flood.py"
+[[tool]]
+name = "hang"
+program = "tools/hang.py"
+timeout_s = 600
+[[tool]]
+name = "escape"
+parameters = { type = "object", properties = { target = { type = "string" } }, required = ["target"] }
+program = "tools/escape.py"
+[[tool]]
+name = "note"
+parameters = { type = "object", properties = { text = { type = "string" } }, required = ["text"], additionalProperties = false }
+program = "tools/flood.py"
+[[rubric]]
+reward = "session_command"
+command = "test -f alive"
+score = "exit_code"
+"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("data/train.jsonl"), "{\"question\": \"go\", \"answer\": \"\"}\n")
+        .unwrap();
+    std::fs::write(pkg.join("tools/flood.py"), "print('x' * 100000)\n").unwrap();
+    std::fs::write(pkg.join("tools/hang.py"), "import time\ntime.sleep(600)\n").unwrap();
+    std::fs::write(
+        pkg.join("tools/escape.py"),
+        r#"import json, os, sys
+target = json.load(sys.stdin)["target"]
+out = []
+for what, f in [
+    ("write", lambda: open(target, "w").write("escaped")),
+    ("shadow", lambda: open("/etc/shadow").read()),
+    ("host root", lambda: os.listdir("/proc/1/root/root")),
+    ("setuid", lambda: os.setuid(0)),
+]:
+    try:
+        f()
+        out.append(what + ": ALLOWED")
+    except Exception as e:
+        out.append(what + ": denied (" + type(e).__name__ + ")")
+print("\n".join(out))
+"#,
+    )
+    .unwrap();
+    pkg
+}
+
+fn call(name: &str, args: serde_json::Value, k: usize) -> temper_protocol::ToolCall {
+    temper_protocol::ToolCall {
+        id: format!("call_{k}"),
+        kind: "function".into(),
+        function: temper_protocol::FunctionCall { name: name.into(), arguments: args.to_string() },
+    }
+}
+
+fn tool_reply(calls: Vec<temper_protocol::ToolCall>, text: &str) -> temper_envs::ModelReply {
+    let mut message = Message::assistant(text);
+    let finish = if calls.is_empty() {
+        temper_protocol::FinishReason::Stop
+    } else {
+        temper_protocol::FinishReason::ToolCalls
+    };
+    message.tool_calls = calls;
+    temper_envs::ModelReply {
+        message,
+        finish_reason: finish,
+        usage: Default::default(),
+        tokens: None,
+        policy_version: None,
+    }
+}
+
+/// Floods, hangs, breaks the schema, tries to escape, then calls `bash` forever.
+#[derive(Debug)]
+struct Hostile {
+    target: PathBuf,
+}
+
+#[async_trait]
+impl ChatModel for Hostile {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        let k = request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).count();
+        let c = match k {
+            0 => call("flood", json!({}), k),
+            1 => call("hang", json!({}), k),
+            2 => call("note", json!({"text": 5, "extra": true}), k),
+            3 => call("escape", json!({"target": self.target}), k),
+            _ => call("bash", json!({"command": "touch alive; echo alive"}), k),
+        };
+        Ok(tool_reply(vec![c], ""))
+    }
+}
+
+/// One bash call, then an answer: the smallest session rollout.
+#[derive(Debug)]
+struct OneCommand;
+
+#[async_trait]
+impl ChatModel for OneCommand {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        if request.messages.iter().any(|m| m.role == temper_protocol::Role::Tool) {
+            return Ok(tool_reply(Vec::new(), "done"));
+        }
+        Ok(tool_reply(vec![call("bash", json!({"command": "echo hi > alive; cat alive"}), 0)], ""))
+    }
+}
+
+/// The slot cgroups of the sandbox whose cgroups start with `prefix` (a session's slot keeps
+/// one until it is destroyed with its processes), once each over the cgroup hierarchies.
+fn slot_cgroups(prefix: &str) -> std::collections::BTreeSet<String> {
+    ["/sys/fs/cgroup/temper", "/sys/fs/cgroup/memory/temper", "/sys/fs/cgroup/pids/temper"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tools_are_contained_and_session_rollouts_leave_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = hostile_package(tmp.path());
+    let env = temper_envs::package::load_dir(&pkg, &temper_envs::LoadOptions::default()).unwrap();
+    let sandbox = temper_sandbox::Sandbox::new(real_sandbox_config())
+        .await
+        .expect("the sandbox starts on this machine (root, cgroups)");
+    let services = Services { code_runner: Some(Arc::new(sandbox.clone())), judge: None };
+    let example = env.examples(temper_envs::Split::Train).unwrap().remove(0);
+    let sampling = SamplingParams::default();
+
+    let target = tmp.path().join("ESCAPED");
+    let start = std::time::Instant::now();
+    let r = env
+        .run_group(&Hostile { target: target.clone() }, &example, 1, &sampling, &services)
+        .await
+        .remove(0);
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
+    assert_eq!(r.stop_reason, temper_protocol::StopReason::MaxTurns, "the model never stops");
+    let results: Vec<&str> = r
+        .completion
+        .iter()
+        .filter(|m| m.role == temper_protocol::Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(results.len(), 5, "{results:?}");
+    // Oversized output: cut at the limit, with a note.
+    assert!(results[0].len() < 4096 + 100, "{}", results[0].len());
+    assert!(
+        results[0].ends_with("[output truncated: 4096 of 100001 bytes shown]"),
+        "{}",
+        &results[0][4000..]
+    );
+    // A hanging tool is stopped at tool_timeout_s (its own 600 s does not lift it).
+    assert!(results[1].contains("[stopped: it ran past its time limit]"), "{}", results[1]);
+    // Arguments that break the schema never reach the program.
+    assert!(
+        results[2].starts_with("error: the arguments do not match `note`'s schema"),
+        "{}",
+        results[2]
+    );
+    assert!(results[2].contains("text") && results[2].contains("extra"), "{}", results[2]);
+    // The escape attempts fail inside the sandbox; nothing appears on the host.
+    assert!(!results[3].contains("ALLOWED"), "{}", results[3]);
+    assert_eq!(results[3].matches("denied").count(), 4, "{}", results[3]);
+    assert!(!target.exists(), "a tool wrote {} on the host", target.display());
+    // The session survived all of it, and the reward ran in it after the last turn.
+    assert_eq!(results[4], "alive\n");
+    assert_eq!(r.reward, 1.0, "{:?} {:?}", r.scores, r.error);
+
+    // 200 session rollouts, 8 at a time: then no session slot (and so no process) is left,
+    // beyond the warm pool.
+    for _ in 0..25 {
+        let got = env.run_group(&OneCommand, &example, 8, &sampling, &services).await;
+        assert!(got.iter().all(|r| r.reward == 1.0), "{:?}", got[0].error);
+    }
+    let prefix = sandbox.cgroup_prefix();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let left = slot_cgroups(&prefix);
+        if left.len() <= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left behind: {left:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    sandbox.shutdown().await;
+
+    // The unsandboxed runner's sessions are temporary folders: none is left either.
+    let root = tmp.path().join("sessions");
+    std::fs::create_dir_all(&root).unwrap();
+    let plain = temper_sandbox::Unsandboxed::new().with_session_root(&root);
+    let services = Services { code_runner: Some(Arc::new(plain)), judge: None };
+    for _ in 0..25 {
+        let got = env.run_group(&OneCommand, &example, 8, &sampling, &services).await;
+        assert!(got.iter().all(|r| r.reward == 1.0), "{:?}", got[0].error);
+    }
+    let left: Vec<_> = std::fs::read_dir(&root).unwrap().collect();
+    assert!(left.is_empty(), "session folders left: {left:?}");
+}
