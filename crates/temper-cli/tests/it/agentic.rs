@@ -443,7 +443,7 @@ print("\n".join(out))
     pkg
 }
 
-fn call(name: &str, args: serde_json::Value, k: usize) -> temper_protocol::ToolCall {
+fn call(name: &str, args: &serde_json::Value, k: usize) -> temper_protocol::ToolCall {
     temper_protocol::ToolCall {
         id: format!("call_{k}"),
         kind: "function".into(),
@@ -482,11 +482,11 @@ impl ChatModel for Hostile {
     ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
         let k = request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).count();
         let c = match k {
-            0 => call("flood", json!({}), k),
-            1 => call("hang", json!({}), k),
-            2 => call("note", json!({"text": 5, "extra": true}), k),
-            3 => call("escape", json!({"target": self.target}), k),
-            _ => call("bash", json!({"command": "touch alive; echo alive"}), k),
+            0 => call("flood", &json!({}), k),
+            1 => call("hang", &json!({}), k),
+            2 => call("note", &json!({"text": 5, "extra": true}), k),
+            3 => call("escape", &json!({"target": self.target}), k),
+            _ => call("bash", &json!({"command": "touch alive; echo alive"}), k),
         };
         Ok(tool_reply(vec![c], ""))
     }
@@ -505,7 +505,7 @@ impl ChatModel for OneCommand {
         if request.messages.iter().any(|m| m.role == temper_protocol::Role::Tool) {
             return Ok(tool_reply(Vec::new(), "done"));
         }
-        Ok(tool_reply(vec![call("bash", json!({"command": "echo hi > alive; cat alive"}), 0)], ""))
+        Ok(tool_reply(vec![call("bash", &json!({"command": "echo hi > alive; cat alive"}), 0)], ""))
     }
 }
 
