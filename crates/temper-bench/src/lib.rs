@@ -137,6 +137,9 @@ pub struct SandboxBenchArgs {
     /// Idle sessions to hold at once.
     #[arg(long, default_value_t = 1000)]
     pub sessions: usize,
+    /// Agentic rollouts run at once, each holding its own session.
+    #[arg(long, default_value_t = 64)]
+    pub rollouts: usize,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/sandbox.json")]
     pub output: PathBuf,

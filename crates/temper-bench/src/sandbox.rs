@@ -567,6 +567,38 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     rows.push(("session exec, trivial (p50 / p99 ms)".into(), fmt(&session), "".into(), "".into()));
     report["session_exec"] = session;
 
+    let agentic = agentic(&sb, runs, args.rollouts, 4).await?;
+    for (label, key) in [
+        ("session open (p50 / p99 ms)", "open"),
+        ("session destroy (p50 / p99 ms)", "destroy"),
+        ("plain run of the tool's command (p50 / p99 ms)", "plain_run"),
+        ("same command in a session (p50 / p99 ms)", "session_exec"),
+        ("same command as a bash tool call, one rollout (p50 / p99 ms)", "tool_call_alone"),
+    ] {
+        rows.push((label.into(), fmt(&agentic[key]), "".into(), "".into()));
+    }
+    rows.push((
+        format!(
+            "bash tool call, {} rollouts at once, each its own session (p50 / p99 ms)",
+            args.rollouts
+        ),
+        fmt(&agentic["tool_call_concurrent"]),
+        "".into(),
+        "".into(),
+    ));
+    rows.push((
+        format!("{} concurrent session rollouts: all correct, wall s", args.rollouts),
+        format!(
+            "{} / {}; {:.2}",
+            agentic["rollouts_correct"],
+            args.rollouts,
+            agentic["wall_s"].as_f64().unwrap_or(f64::NAN)
+        ),
+        "".into(),
+        "".into(),
+    ));
+    report["agentic"] = agentic;
+
     let held = sessions(&sb, args.sessions).await?;
     rows.push((
         format!(
@@ -606,4 +638,176 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     report["targets"] = Value::Array(targets);
     crate::report::write(&args.output, &report)?;
     Ok(())
+}
+
+/// A scripted agent for the agentic workload: `calls` bash calls that count in a file of the
+/// session, then an answer. It records, per rollout, the time between its turns: the tool call
+/// as the rollout sees it.
+#[derive(Debug)]
+struct Counter {
+    calls: usize,
+    last: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
+    gaps: std::sync::Mutex<Vec<f64>>,
+}
+
+#[async_trait::async_trait]
+impl temper_envs::ChatModel for Counter {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        use temper_protocol::{FinishReason, FunctionCall, Message, Role, ToolCall};
+        let key = request.messages.first().map(|m| m.content.clone()).unwrap_or_default();
+        let now = Instant::now();
+        if let Some(before) = self.last.lock().unwrap_or_else(|p| p.into_inner()).insert(key, now) {
+            let gap = now.duration_since(before).as_secs_f64() * 1e3;
+            self.gaps.lock().unwrap_or_else(|p| p.into_inner()).push(gap);
+        }
+        let done = request.messages.iter().filter(|m| m.role == Role::Tool).count();
+        let mut message = Message::assistant("");
+        let finish = if done < self.calls {
+            let command = "echo $(( $(cat n 2>/dev/null || echo 0) + 1 )) > n; cat n";
+            message.tool_calls = vec![ToolCall {
+                id: format!("call_{done}"),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: "bash".into(),
+                    arguments: json!({"command": command}).to_string(),
+                },
+            }];
+            FinishReason::ToolCalls
+        } else {
+            message.content = "done".into();
+            FinishReason::Stop
+        };
+        Ok(temper_envs::ModelReply {
+            message,
+            finish_reason: finish,
+            usage: Default::default(),
+            tokens: None,
+            policy_version: None,
+        })
+    }
+}
+
+/// Sessions for agentic rollouts: open and destroy latency, a tool's command run plainly and in
+/// a session, and `rollouts` rollouts at once, each holding its own session and making `calls`
+/// bash calls through the tool loop (a rollout is correct when its counter reached `calls`).
+async fn agentic(
+    sb: &Sandbox,
+    runs: usize,
+    rollouts: usize,
+    calls: usize,
+) -> anyhow::Result<Value> {
+    use temper_verify::code::CodeRunner;
+    let command = "echo 1 > n; cat n";
+    let limits = temper_protocol::Limits::default();
+    sb.settle(Duration::from_secs(60)).await;
+    let (mut open, mut destroy) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        let t = Instant::now();
+        let slot = sb.session_slot().await?;
+        open.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        slot.destroy().await;
+        destroy.push(t.elapsed().as_secs_f64() * 1e3);
+        // Let the pool replace it, as it would between rollouts.
+        sb.settle(Duration::from_secs(10)).await;
+    }
+    let mut plain = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let request = temper_protocol::RunRequest {
+            language: temper_protocol::Language::Bash,
+            code: command.into(),
+            stdin: String::new(),
+            limits,
+        };
+        let t = Instant::now();
+        let r = sb.run(&request).await;
+        plain.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(r.stdout == "1\n", "plain run: {r:?}");
+    }
+    let session = sb.open_session().await?;
+    let mut in_session = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let r = session.exec(command, "", limits).await?;
+        in_session.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(r.stdout == "1\n", "session exec: {r:?}");
+    }
+    session.close().await;
+
+    let env = temper_envs::Environment {
+        info: temper_envs::EnvInfo::builtin("bench-sessions", "0.1.0", "bash in a session"),
+        system_prompt: None,
+        parser: temper_envs::Parser::Raw,
+        data: temper_envs::DataSource::Generated {
+            generate: |_, _| unreachable!("examples are built here"),
+            seed: 0,
+            train_size: 0,
+            eval_size: 0,
+        },
+        interaction: Arc::new(
+            temper_envs::tools::ToolUse::new(vec![
+                temper_envs::tools::builtin_tool("bash").expect("bash is built in"),
+            ])
+            .map_err(anyhow::Error::msg)?,
+        ),
+        rubric: temper_envs::Rubric::new(),
+        limits: temper_envs::TurnLimits::turns(calls as u32 + 1),
+    };
+    let model = Counter { calls, last: Default::default(), gaps: Default::default() };
+    let services = temper_envs::Services {
+        code_runner: Some(Arc::new(sb.clone()) as Arc<dyn CodeRunner>),
+        judge: None,
+    };
+    let sampling = temper_protocol::SamplingParams::default();
+    let examples: Vec<temper_envs::Example> = (0..rollouts)
+        .map(|i| temper_envs::Example {
+            example_id: i as u64,
+            prompt: vec![temper_protocol::Message::user(format!("rollout {i}"))],
+            answer: String::new(),
+            info: Default::default(),
+            task: "bench".into(),
+        })
+        .collect();
+    // One rollout at a time: the tool loop's own cost over the session exec above.
+    for e in examples.iter().take((runs / calls).max(1)) {
+        env.run_group(&model, e, 1, &sampling, &services).await;
+    }
+    let alone = std::mem::take(&mut *model.gaps.lock().unwrap_or_else(|p| p.into_inner()));
+    model.last.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    sb.settle(Duration::from_secs(60)).await;
+    let t = Instant::now();
+    let groups = futures::future::join_all(
+        examples.iter().map(|e| env.run_group(&model, e, 1, &sampling, &services)),
+    )
+    .await;
+    let wall_s = t.elapsed().as_secs_f64();
+    let last = calls.to_string();
+    let correct = groups
+        .iter()
+        .flatten()
+        .filter(|r| {
+            r.error.is_none()
+                && r.completion
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == temper_protocol::Role::Tool)
+                    .is_some_and(|m| m.content.trim() == last)
+        })
+        .count();
+    let gaps = model.gaps.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok(json!({
+        "open": summary(open),
+        "destroy": summary(destroy),
+        "plain_run": summary(plain),
+        "session_exec": summary(in_session),
+        "tool_call_alone": summary(alone),
+        "tool_call_concurrent": summary(gaps),
+        "rollouts": rollouts,
+        "calls_per_rollout": calls,
+        "rollouts_correct": correct,
+        "wall_s": wall_s,
+    }))
 }

@@ -16,6 +16,8 @@
 //! ← {"id": 3, "result": {"reward": 0.75}}
 //! → {"id": 4, "method": "close", "params": {"rollout_id": "3-0-17"}}
 //! ← {"id": 4, "result": {}}
+//! → {"id": 5, "method": "tool", "params": {"rollout_id": "3-0-17", "name": "lookup", "arguments": {"word": "x"}}}
+//! ← {"id": 5, "result": {"output": "..."}}
 //! ```
 //!
 //! - `reset` starts a rollout of `example` (an [`Example`](crate::Example) as JSON). The result
@@ -26,6 +28,11 @@
 //! - `score` returns the rollout's reward (used by the `external` rubric entry, which is the
 //!   default rubric of an external environment).
 //! - `close` ends a rollout; the process may forget its state.
+//! - `tool` answers a call of a tool the package declares with `[[tool]]` and `method = "..."`
+//!   (`name` is the method): temper offers those tools to the model, checks each call's
+//!   arguments against the tool's schema, applies the tool limits, and shows `output` (or the
+//!   error) to the model as the tool's result; a turn with tool calls is answered this way
+//!   instead of by `step`.
 //! - An error is `{"id": N, "error": "message"}`; it fails that rollout, not the run.
 //!
 //! The process is started on first use, in the package folder, and killed when the environment
@@ -250,12 +257,50 @@ async fn read_responses(
 #[derive(Debug, Clone)]
 pub struct External {
     process: Arc<ExternalProcess>,
+    tools: Option<crate::tools::ToolUse>,
 }
 
 impl External {
     /// Talks to `process`.
     pub fn new(process: Arc<ExternalProcess>) -> Self {
-        Self { process }
+        Self { process, tools: None }
+    }
+
+    /// Offers `tools` (the process's [`MethodTool`]s) to the model; turns that call them are
+    /// answered through them.
+    pub fn with_tools(mut self, tools: crate::tools::ToolUse) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+}
+
+/// A tool answered by the external process's `tool` method.
+#[derive(Debug, Clone)]
+pub struct MethodTool {
+    /// Name (the method's), description and parameters.
+    pub spec: temper_protocol::ToolSpec,
+    /// The process.
+    pub process: Arc<ExternalProcess>,
+}
+
+#[async_trait]
+impl crate::tools::Tool for MethodTool {
+    fn spec(&self) -> temper_protocol::ToolSpec {
+        self.spec.clone()
+    }
+
+    async fn call(
+        &self,
+        arguments: &serde_json::Map<String, Value>,
+        ctx: &crate::tools::ToolContext<'_>,
+    ) -> Result<String, String> {
+        let params = json!({"rollout_id": ctx.rollout_id, "name": self.spec.function.name, "arguments": arguments});
+        let result = self.process.call("tool", params).await.map_err(|e| e.to_string())?;
+        match result.get("output") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Ok(other.to_string()),
+            None => Err("the environment's `tool` reply has no `output`".into()),
+        }
     }
 }
 
@@ -274,11 +319,24 @@ impl Interaction for External {
         Ok(())
     }
 
+    fn tools(&self) -> Vec<temper_protocol::ToolSpec> {
+        self.tools.as_ref().map(Interaction::tools).unwrap_or_default()
+    }
+
     fn is_done(&self, _: &RolloutState<'_>) -> bool {
         false
     }
 
-    async fn respond(&self, state: &mut RolloutState<'_>, _: &Services) -> Result<Step, EnvError> {
+    async fn respond(
+        &self,
+        state: &mut RolloutState<'_>,
+        services: &Services,
+    ) -> Result<Step, EnvError> {
+        if let Some(tools) = &self.tools
+            && state.last_reply().is_some_and(|m| !m.tool_calls.is_empty())
+        {
+            return tools.respond(state, services).await;
+        }
         let result = self
             .process
             .call("step", json!({"rollout_id": state.id, "completion": state.completion}))

@@ -36,6 +36,7 @@
 //! parameters = { type = "object", properties = { word = { type = "string" } }, required = ["word"] }
 //! program = "tools/lookup.py"   # run in the sandbox (in the rollout's session when it holds
 //!                               # one): arguments as JSON on stdin, stdout is the result
+//! # method = "lookup"           # kind external instead: the process's `tool` method answers
 //! timeout_s = 10                # per run (default 30)
 //!
 //! [[rubric]]
@@ -65,7 +66,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus, ToolSpec};
 
-use crate::external::{External, ExternalProcess, ExternalScore};
+use crate::external::{External, ExternalProcess, ExternalScore, MethodTool};
 use crate::rewards::{self, RewardSpec, SpecSource};
 use crate::rollout::{Interaction, RolloutState, SingleTurn, Step};
 use crate::rubric::{RewardFn, RubricEntry, Services};
@@ -115,7 +116,11 @@ pub struct ManifestTool {
     #[serde(default)]
     pub parameters: Option<toml::Table>,
     /// The program that answers a call, inside the package (`.py` or `.sh`).
-    pub program: String,
+    #[serde(default)]
+    pub program: Option<String>,
+    /// Kind `external`: the process answers calls (`tool` requests) instead of a program.
+    #[serde(default)]
+    pub method: Option<String>,
     /// Seconds one run may take (default 30).
     #[serde(default)]
     pub timeout_s: Option<f64>,
@@ -359,9 +364,12 @@ fn tool_use(dir: &Path, file: &Path, manifest: &Manifest) -> Result<ToolUse, Env
         })?);
     }
     for (i, t) in manifest.tool.iter().enumerate() {
-        tools.push(Arc::new(
-            program_tool(dir, t).map_err(|(k, m)| err(&format!("tool[{i}].{k}"), m))?,
-        ));
+        let field = |k: &str| format!("tool[{i}].{k}");
+        if t.method.is_some() {
+            let why = "only an external environment answers by method; give a `program`";
+            return Err(err(&field("method"), why.into()));
+        }
+        tools.push(Arc::new(program_tool(dir, t).map_err(|(k, m)| err(&field(k), m))?));
     }
     let mut limits = ToolLimits::default();
     if let Some(max) = env.max_tool_output {
@@ -390,8 +398,8 @@ fn tool_use(dir: &Path, file: &Path, manifest: &Manifest) -> Result<ToolUse, Env
     Ok(interaction)
 }
 
-/// A `[[tool]]` entry as a tool; the error names the key.
-fn program_tool(dir: &Path, t: &ManifestTool) -> Result<ProgramTool, (&'static str, String)> {
+/// The name, description and parameters of a `[[tool]]` entry; the error names the key.
+fn tool_spec(t: &ManifestTool) -> Result<ToolSpec, (&'static str, String)> {
     let name_ok = !t.name.is_empty()
         && t.name.len() <= 64
         && t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
@@ -401,11 +409,58 @@ fn program_tool(dir: &Path, t: &ManifestTool) -> Result<ProgramTool, (&'static s
     if builtin_tool(&t.name).is_some() {
         return Err(("name", format!("`{}` is a built-in tool's name", t.name)));
     }
-    let full = resolve_file(dir, &t.program).map_err(|m| ("program", m))?;
+    let parameters = match &t.parameters {
+        None => json!({"type": "object", "properties": {}}),
+        Some(table) => serde_json::to_value(table).map_err(|e| ("parameters", e.to_string()))?,
+    };
+    if parameters.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(("parameters", "must be a JSON schema of type \"object\"".into()));
+    }
+    Ok(ToolSpec::function(&t.name, &t.description, parameters))
+}
+
+/// The `[[tool]]`s of an external package, answered by the process's `tool` method.
+fn method_tools(
+    file: &Path,
+    manifest: &Manifest,
+    process: &Arc<ExternalProcess>,
+) -> Result<Option<ToolUse>, EnvError> {
+    if manifest.tool.is_empty() {
+        return Ok(None);
+    }
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    for (i, t) in manifest.tool.iter().enumerate() {
+        let field = |k: &str| format!("tool[{i}].{k}");
+        let bad = |k: &str, m: String| EnvError::config(file, &field(k), m);
+        if t.program.is_some() {
+            return Err(bad(
+                "program",
+                "an external environment's tools are answered by its process: give `method`".into(),
+            ));
+        }
+        let mut spec = tool_spec(t).map_err(|(k, m)| bad(k, m))?;
+        match &t.method {
+            Some(m) if m == &t.name => {}
+            Some(m) => {
+                return Err(bad("method", format!("`{m}` must be the tool's name, `{}`", t.name)));
+            }
+            None => return Err(bad("method", "is missing".into())),
+        }
+        spec.function.name.clone_from(&t.name);
+        tools.push(Arc::new(MethodTool { spec, process: Arc::clone(process) }));
+    }
+    Ok(Some(ToolUse::new(tools).map_err(|m| EnvError::config(file, "tool", m))?))
+}
+
+/// A `[[tool]]` entry as a tool; the error names the key.
+fn program_tool(dir: &Path, t: &ManifestTool) -> Result<ProgramTool, (&'static str, String)> {
+    let spec = tool_spec(t)?;
+    let program = t.program.as_deref().ok_or(("program", "is missing".to_owned()))?;
+    let full = resolve_file(dir, program).map_err(|m| ("program", m))?;
     let language = match full.extension().and_then(|e| e.to_str()) {
         Some("py") => Language::Python,
         Some("sh") => Language::Bash,
-        _ => return Err(("program", format!("`{}` must be a .py or .sh file", t.program))),
+        _ => return Err(("program", format!("`{program}` must be a .py or .sh file"))),
     };
     let code = fs::read_to_string(&full)
         .map_err(|e| ("program", format!("cannot read {}: {e}", full.display())))?;
@@ -415,20 +470,13 @@ fn program_tool(dir: &Path, t: &ManifestTool) -> Result<ProgramTool, (&'static s
             format!("{} is larger than {MAX_TOOL_PROGRAM} bytes", full.display()),
         ));
     }
-    let parameters = match &t.parameters {
-        None => json!({"type": "object", "properties": {}}),
-        Some(table) => serde_json::to_value(table).map_err(|e| ("parameters", e.to_string()))?,
-    };
-    if parameters.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(("parameters", "must be a JSON schema of type \"object\"".into()));
-    }
     let time_ms = match t.timeout_s {
         None => 30_000,
         Some(s) if s.is_finite() && s > 0.0 => (s * 1e3) as u64,
         Some(s) => return Err(("timeout_s", format!("{s} is not a positive number of seconds"))),
     };
     Ok(ProgramTool {
-        spec: ToolSpec::function(&t.name, &t.description, parameters),
+        spec,
         language,
         code,
         limits: Limits {
@@ -475,7 +523,7 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
         ("env.session_files", env.session_files.is_some(), kind == "tool"),
         ("env.max_tool_output", env.max_tool_output.is_some(), kind == "tool"),
         ("env.tool_timeout_s", env.tool_timeout_s.is_some(), kind == "tool"),
-        ("tool", !manifest.tool.is_empty(), kind == "tool"),
+        ("tool", !manifest.tool.is_empty(), kind == "tool" || kind == "external"),
         ("env.respond", env.respond.is_some(), kind == "multi_turn"),
         ("env.command", !env.command.is_empty(), kind == "external"),
     ] {
@@ -514,7 +562,11 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
                 Duration::from_secs(300),
             ));
             external_process = Some(Arc::clone(&process));
-            Arc::new(External::new(process))
+            let mut external = External::new(Arc::clone(&process));
+            if let Some(tools) = method_tools(&file, &manifest, &process)? {
+                external = external.with_tools(tools);
+            }
+            Arc::new(external)
         }
         other => {
             return Err(err(

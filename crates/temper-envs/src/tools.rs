@@ -33,6 +33,8 @@ pub struct ToolContext<'a> {
     pub session: Option<&'a dyn CodeSession>,
     /// The example being answered.
     pub example: &'a Example,
+    /// The rollout's id (external environments key their state by it).
+    pub rollout_id: &'a str,
     /// How long the call may run: tools that run programs give them at most this much, so the
     /// sandbox stops them (a call still running a little after it is abandoned).
     pub time_limit: Duration,
@@ -276,6 +278,7 @@ impl Interaction for ToolUse {
             services,
             session: state.session.as_deref(),
             example: state.example,
+            rollout_id: &state.id,
             time_limit: self.limits.call_timeout,
         };
         let mut messages = Vec::with_capacity(calls.len());

@@ -93,3 +93,63 @@ async fn broken_processes_fail_the_rollout_not_the_run() {
         assert!(error.message.contains("external environment"), "{}", error.message);
     }
 }
+
+/// `[[tool]]` with `method`: the model is offered the tool, calls with arguments that break its
+/// schema never reach the process, and valid calls are answered by the process's `tool` method
+/// with the rollout's id; a turn without calls goes to `step` as before.
+#[tokio::test]
+async fn declared_tools_are_answered_by_the_process() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let script = r#"import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    m, p = req["method"], req.get("params", {})
+    if m == "reset":
+        out = {"prompt": None}
+    elif m == "tool":
+        out = {"output": "%s for %s: %s" % (p["name"], p["rollout_id"].split("-")[0], p["arguments"]["word"].upper())}
+    elif m == "step":
+        out = {"messages": [], "done": True}
+    elif m == "score":
+        out = {"reward": 1.0}
+    else:
+        out = {}
+    print(json.dumps({"id": req["id"], "result": out}), flush=True)
+"#;
+    package(dir, "[\"python3\", \"env.py\"]", script);
+    let toml = dir.join("environment.toml");
+    let mut text =
+        std::fs::read_to_string(&toml).expect("toml").replace("max_turns = 3", "max_turns = 5");
+    text.push_str(
+        "[[tool]]\nname = \"shout\"\nmethod = \"shout\"\ndescription = \"Upper-case a word.\"\n\
+         parameters = { type = \"object\", properties = { word = { type = \"string\" } }, required = [\"word\"] }\n",
+    );
+    std::fs::write(&toml, text).expect("toml");
+    let env = temper_envs::load(dir.to_str().expect("utf-8"), &allowed()).expect("load");
+    assert_eq!(env.interaction.tools()[0].function.name, "shout");
+    let model = Scripted::new(|_, i| match i {
+        0 => crate::support::Reply::Tools(vec![("shout", r#"{"word": 3}"#)]),
+        1 => crate::support::Reply::Tools(vec![("shout", r#"{"word": "hi"}"#)]),
+        _ => crate::support::Reply::Text("done"),
+    });
+    let ex = example_from_json(json!({"question": "q", "answer": "a"}), 0, "t").expect("ex");
+    let r = one(&env, &model, &ex).await;
+    assert_eq!(r.error, None);
+    assert_eq!(r.metrics["turns"], 3.0);
+    assert!(
+        r.completion[1].content.starts_with("error: the arguments do not match"),
+        "{:?}",
+        r.completion[1]
+    );
+    assert_eq!(r.completion[3].content, "shout for 0: HI");
+    assert_eq!(r.stop_reason, StopReason::Completed);
+
+    // A method tool in a non-external package, or a program in an external one, is refused.
+    let bad = std::fs::read_to_string(&toml)
+        .expect("toml")
+        .replace("method = \"shout\"", "program = \"env.py\"");
+    std::fs::write(&toml, bad).expect("toml");
+    let err = temper_envs::load(dir.to_str().expect("utf-8"), &allowed()).expect_err("refused");
+    assert!(err.to_string().contains("tool[0].program"), "{err}");
+}
