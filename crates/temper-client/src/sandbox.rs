@@ -8,7 +8,7 @@ use serde::Serialize;
 use temper_protocol::{
     ErrorBody, Limits, RunRequest, RunResult, SandboxRunRequest, TestsReply, TestsRequest,
 };
-use temper_verify::code::{CodeRunner, CodeSession, RunnerError, TestOutcome, session_path_ok};
+use temper_verify::code::{CodeRunner, CodeSession, RunnerError, TestOutcome, check_session_path};
 
 /// Talks to a sandbox server at a base URL such as `http://127.0.0.1:8090`.
 #[derive(Debug, Clone)]
@@ -114,11 +114,7 @@ struct RemoteSession {
 
 impl RemoteSession {
     fn file_url(&self, path: &str) -> Result<String, RunnerError> {
-        if !session_path_ok(path) {
-            return Err(RunnerError::Backend(format!(
-                "`{path}` must be a relative path without `.` or `..` parts"
-            )));
-        }
+        check_session_path(path)?;
         let mut url = reqwest::Url::parse(&self.url)
             .map_err(|e| RunnerError::Backend(format!("{}: {e}", self.url)))?;
         url.path_segments_mut()

@@ -418,10 +418,10 @@ pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
     match name {
         "calculator" => Some(Arc::new(Calculator)),
         "python" => Some(Arc::new(Python)),
-        "bash" => Some(Arc::new(Bash)),
-        "read_file" => Some(Arc::new(ReadFile)),
-        "write_file" => Some(Arc::new(WriteFile)),
-        "edit" => Some(Arc::new(Edit)),
+        "bash" => Some(Arc::new(SessionTool::Bash)),
+        "read_file" => Some(Arc::new(SessionTool::ReadFile)),
+        "write_file" => Some(Arc::new(SessionTool::WriteFile)),
+        "edit" => Some(Arc::new(SessionTool::Edit)),
         _ => None,
     }
 }
@@ -521,20 +521,6 @@ impl Tool for Python {
     }
 }
 
-fn session<'a>(ctx: &ToolContext<'a>) -> Result<&'a dyn CodeSession, String> {
-    ctx.session.ok_or_else(|| "this rollout holds no sandbox session".to_owned())
-}
-
-fn string_arg<'a>(
-    arguments: &'a serde_json::Map<String, Value>,
-    name: &str,
-) -> Result<&'a str, String> {
-    arguments
-        .get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("missing string argument `{name}`"))
-}
-
 /// Largest file the session tools read or edit.
 const MAX_TOOL_FILE: u64 = 4 << 20;
 
@@ -542,52 +528,54 @@ const MAX_TOOL_FILE: u64 = 4 << 20;
 const BASH_LIMITS: Limits =
     Limits { time_limit_ms: Some(30_000), memory_mb: Some(1024), output_bytes: Some(65_536) };
 
-/// `bash`: a shell command in the rollout's session (its files persist between calls).
-#[derive(Debug, Clone, Copy)]
-pub struct Bash;
-
-#[async_trait]
-impl Tool for Bash {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
-            "bash",
-            "Run a bash command in the working folder (files persist between calls) and return its output.",
-            json!({"type": "object",
-                   "properties": {"command": {"type": "string", "description": "the command"}},
-                   "required": ["command"]}),
-        )
-    }
-
-    fn needs_session(&self) -> bool {
-        true
-    }
-
-    async fn call(
-        &self,
-        arguments: &serde_json::Map<String, Value>,
-        ctx: &ToolContext<'_>,
-    ) -> Result<String, String> {
-        let command = string_arg(arguments, "command")?;
-        let limits = ctx.clamp(BASH_LIMITS);
-        let result = session(ctx)?.exec(command, "", limits).await.map_err(|e| e.to_string())?;
-        Ok(shown(result))
-    }
+/// The tools that work in the rollout's sandbox session (its files persist between calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionTool {
+    /// `bash`: a shell command in the working folder; its output.
+    Bash,
+    /// `read_file`: a file of the working folder, as text.
+    ReadFile,
+    /// `write_file`: creates or replaces a file.
+    WriteFile,
+    /// `edit`: replaces a string that occurs exactly once in a file.
+    Edit,
 }
 
-/// `read_file`: a file of the session, as text.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadFile;
-
 #[async_trait]
-impl Tool for ReadFile {
+impl Tool for SessionTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
-            "read_file",
-            "Read a file of the working folder.",
-            json!({"type": "object",
-                   "properties": {"path": {"type": "string", "description": "path relative to the working folder"}},
-                   "required": ["path"]}),
-        )
+        let (name, description, parameters) = match self {
+            SessionTool::Bash => (
+                "bash",
+                "Run a bash command in the working folder (files persist between calls) and return its output.",
+                json!({"type": "object",
+                       "properties": {"command": {"type": "string", "description": "the command"}},
+                       "required": ["command"]}),
+            ),
+            SessionTool::ReadFile => (
+                "read_file",
+                "Read a file of the working folder.",
+                json!({"type": "object",
+                       "properties": {"path": {"type": "string", "description": "path relative to the working folder"}},
+                       "required": ["path"]}),
+            ),
+            SessionTool::WriteFile => (
+                "write_file",
+                "Create or replace a file of the working folder with the given content.",
+                json!({"type": "object",
+                       "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                       "required": ["path", "content"]}),
+            ),
+            SessionTool::Edit => (
+                "edit",
+                "Replace old_string, which must occur exactly once in the file, with new_string.",
+                json!({"type": "object",
+                       "properties": {"path": {"type": "string"}, "old_string": {"type": "string", "minLength": 1},
+                                      "new_string": {"type": "string"}},
+                       "required": ["path", "old_string", "new_string"]}),
+            ),
+        };
+        ToolSpec::function(name, description, parameters)
     }
 
     fn needs_session(&self) -> bool {
@@ -599,92 +587,52 @@ impl Tool for ReadFile {
         arguments: &serde_json::Map<String, Value>,
         ctx: &ToolContext<'_>,
     ) -> Result<String, String> {
-        let path = string_arg(arguments, "path")?;
-        let bytes =
-            session(ctx)?.read_file(path, MAX_TOOL_FILE).await.map_err(|e| e.to_string())?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-}
-
-/// `write_file`: creates or replaces a file of the session.
-#[derive(Debug, Clone, Copy)]
-pub struct WriteFile;
-
-#[async_trait]
-impl Tool for WriteFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
-            "write_file",
-            "Create or replace a file of the working folder with the given content.",
-            json!({"type": "object",
-                   "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                   "required": ["path", "content"]}),
-        )
-    }
-
-    fn needs_session(&self) -> bool {
-        true
-    }
-
-    async fn call(
-        &self,
-        arguments: &serde_json::Map<String, Value>,
-        ctx: &ToolContext<'_>,
-    ) -> Result<String, String> {
-        let path = string_arg(arguments, "path")?;
-        let content = string_arg(arguments, "content")?;
-        if content.len() as u64 > MAX_TOOL_FILE {
-            return Err(format!("the content is over {MAX_TOOL_FILE} bytes"));
-        }
-        session(ctx)?.write_file(path, content.as_bytes()).await.map_err(|e| e.to_string())?;
-        Ok(format!("wrote {} bytes to {path}", content.len()))
-    }
-}
-
-/// `edit`: replaces a string that occurs exactly once in a file of the session.
-#[derive(Debug, Clone, Copy)]
-pub struct Edit;
-
-#[async_trait]
-impl Tool for Edit {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
-            "edit",
-            "Replace old_string, which must occur exactly once in the file, with new_string.",
-            json!({"type": "object",
-                   "properties": {"path": {"type": "string"}, "old_string": {"type": "string", "minLength": 1},
-                                  "new_string": {"type": "string"}},
-                   "required": ["path", "old_string", "new_string"]}),
-        )
-    }
-
-    fn needs_session(&self) -> bool {
-        true
-    }
-
-    async fn call(
-        &self,
-        arguments: &serde_json::Map<String, Value>,
-        ctx: &ToolContext<'_>,
-    ) -> Result<String, String> {
-        let path = string_arg(arguments, "path")?;
-        let old = string_arg(arguments, "old_string")?;
-        let new = string_arg(arguments, "new_string")?;
-        let session = session(ctx)?;
-        let bytes = session.read_file(path, MAX_TOOL_FILE).await.map_err(|e| e.to_string())?;
-        let text = String::from_utf8(bytes).map_err(|_| format!("{path} is not UTF-8 text"))?;
-        match text.matches(old).count() {
-            0 => return Err(format!("old_string does not occur in {path}")),
-            1 => {}
-            n => {
-                return Err(format!(
-                    "old_string occurs {n} times in {path}; include more context to make it unique"
-                ));
+        let session = ctx.session.ok_or("this rollout holds no sandbox session")?;
+        let arg = |name: &str| {
+            arguments
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("missing string argument `{name}`"))
+        };
+        let err = |e: temper_verify::code::RunnerError| e.to_string();
+        match self {
+            SessionTool::Bash => {
+                let limits = ctx.clamp(BASH_LIMITS);
+                Ok(shown(session.exec(arg("command")?, "", limits).await.map_err(err)?))
+            }
+            SessionTool::ReadFile => {
+                let bytes = session.read_file(arg("path")?, MAX_TOOL_FILE).await.map_err(err)?;
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            SessionTool::WriteFile => {
+                let (path, content) = (arg("path")?, arg("content")?);
+                if content.len() as u64 > MAX_TOOL_FILE {
+                    return Err(format!("the content is over {MAX_TOOL_FILE} bytes"));
+                }
+                session.write_file(path, content.as_bytes()).await.map_err(err)?;
+                Ok(format!("wrote {} bytes to {path}", content.len()))
+            }
+            SessionTool::Edit => {
+                let (path, old, new) = (arg("path")?, arg("old_string")?, arg("new_string")?);
+                let bytes = session.read_file(path, MAX_TOOL_FILE).await.map_err(err)?;
+                let text =
+                    String::from_utf8(bytes).map_err(|_| format!("{path} is not UTF-8 text"))?;
+                match text.matches(old).count() {
+                    0 => return Err(format!("old_string does not occur in {path}")),
+                    1 => {}
+                    n => {
+                        return Err(format!(
+                            "old_string occurs {n} times in {path}; include more context to make it unique"
+                        ));
+                    }
+                }
+                session
+                    .write_file(path, text.replacen(old, new, 1).as_bytes())
+                    .await
+                    .map_err(err)?;
+                Ok(format!("edited {path}"))
             }
         }
-        let edited = text.replacen(old, new, 1);
-        session.write_file(path, edited.as_bytes()).await.map_err(|e| e.to_string())?;
-        Ok(format!("edited {path}"))
     }
 }
 

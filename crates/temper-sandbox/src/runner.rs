@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use temper_protocol::{Language, Limits, RunRequest, RunResult, RunStatus, TestCase, TestsRequest};
-use temper_verify::code::{CodeRunner, CodeSession, RunnerError, TestOutcome, session_path_ok};
+use temper_verify::code::{CodeRunner, CodeSession, RunnerError, TestOutcome, check_session_path};
 
 use crate::cgroup::{self, GroupLimits, Layout};
 use crate::config::{Effective, SandboxConfig};
@@ -723,10 +723,6 @@ fn closed() -> RunnerError {
     RunnerError::Backend("the session is closed".into())
 }
 
-fn bad_path(path: &str) -> RunnerError {
-    RunnerError::Backend(format!("`{path}` must be a relative path without `.` or `..` parts"))
-}
-
 #[async_trait]
 impl CodeSession for SlotSession {
     async fn exec(
@@ -741,9 +737,7 @@ impl CodeSession for SlotSession {
     }
 
     async fn write_file(&self, path: &str, bytes: &[u8]) -> Result<(), RunnerError> {
-        if !session_path_ok(path) {
-            return Err(bad_path(path));
-        }
+        check_session_path(path)?;
         let slot = self.slot.read().await;
         let slot = slot.as_ref().ok_or_else(closed)?;
         slot.write_file(path, bytes.to_vec(), 0o644)
@@ -753,9 +747,7 @@ impl CodeSession for SlotSession {
     }
 
     async fn read_file(&self, path: &str, max: u64) -> Result<Vec<u8>, RunnerError> {
-        if !session_path_ok(path) {
-            return Err(bad_path(path));
-        }
+        check_session_path(path)?;
         let slot = self.slot.read().await;
         let slot = slot.as_ref().ok_or_else(closed)?;
         slot.read_file(path, max).await.map_err(|e| RunnerError::Backend(format!("{path}: {e}")))

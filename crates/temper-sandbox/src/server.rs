@@ -238,13 +238,7 @@ fn bad_request(message: impl Into<String>) -> ApiError {
 
 /// Checks a path under `/work` given by a client.
 fn checked_path(path: &str) -> ApiResult<&str> {
-    let ok = !path.is_empty()
-        && path.len() <= 4096
-        && !path.starts_with('/')
-        && path
-            .split('/')
-            .all(|part| !part.is_empty() && part != "." && part != ".." && !part.contains('\0'));
-    if ok {
+    if temper_verify::code::session_path_ok(path) {
         Ok(path)
     } else {
         Err(bad_request(format!("`{path}` must be a relative path without `.` or `..` parts")))

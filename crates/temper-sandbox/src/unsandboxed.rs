@@ -290,11 +290,7 @@ impl FolderSession {
     }
 
     fn file(&self, path: &str) -> Result<std::path::PathBuf, RunnerError> {
-        if !temper_verify::code::session_path_ok(path) {
-            return Err(RunnerError::Backend(format!(
-                "`{path}` must be a relative path without `.` or `..` parts"
-            )));
-        }
+        temper_verify::code::check_session_path(path)?;
         let full = self.path()?.join(path);
         // No part of the way may be a symbolic link: the folder's own programs could have made
         // one pointing anywhere.

@@ -85,6 +85,17 @@ pub trait CodeSession: Send + Sync + std::fmt::Debug {
     async fn close(&self);
 }
 
+/// `Err` naming `path` unless [`session_path_ok`] holds.
+pub fn check_session_path(path: &str) -> Result<(), RunnerError> {
+    if session_path_ok(path) {
+        Ok(())
+    } else {
+        Err(RunnerError::Backend(format!(
+            "`{path}` must be a relative path without `.` or `..` parts"
+        )))
+    }
+}
+
 /// Whether `path` is a relative path inside a session's working folder: not empty, not
 /// absolute, no `.`, `..` or empty parts, no NUL, at most 4096 bytes.
 pub fn session_path_ok(path: &str) -> bool {

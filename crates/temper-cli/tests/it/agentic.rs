@@ -301,30 +301,9 @@ impl ChatModel for Agent {
             "bash",
             json!({"command": "cat NOTES.md; python3 -c 'import calc; print(calc.add(2, 3))'"}),
         ));
-        let mut message = Message::assistant("");
-        let finish = match steps.get(results.len()) {
-            Some((name, args)) => {
-                message.tool_calls = vec![temper_protocol::ToolCall {
-                    id: format!("call_{}", results.len()),
-                    kind: "function".into(),
-                    function: temper_protocol::FunctionCall {
-                        name: (*name).into(),
-                        arguments: args.to_string(),
-                    },
-                }];
-                temper_protocol::FinishReason::ToolCalls
-            }
-            None => {
-                message.content = "Fixed.".into();
-                temper_protocol::FinishReason::Stop
-            }
-        };
-        Ok(temper_envs::ModelReply {
-            message,
-            finish_reason: finish,
-            usage: Default::default(),
-            tokens: None,
-            policy_version: None,
+        Ok(match steps.get(results.len()) {
+            Some((name, args)) => tool_reply(vec![call(name, args, results.len())], ""),
+            None => tool_reply(Vec::new(), "Fixed."),
         })
     }
 }
