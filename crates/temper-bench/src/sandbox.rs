@@ -568,35 +568,7 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     report["session_exec"] = session;
 
     let agentic = agentic(&sb, runs, args.rollouts, 4).await?;
-    for (label, key) in [
-        ("session open (p50 / p99 ms)", "open"),
-        ("session destroy (p50 / p99 ms)", "destroy"),
-        ("plain run of the tool's command (p50 / p99 ms)", "plain_run"),
-        ("same command in a session (p50 / p99 ms)", "session_exec"),
-        ("same command as a bash tool call, one rollout (p50 / p99 ms)", "tool_call_alone"),
-    ] {
-        rows.push((label.into(), fmt(&agentic[key]), "".into(), "".into()));
-    }
-    rows.push((
-        format!(
-            "bash tool call, {} rollouts at once, each its own session (p50 / p99 ms)",
-            args.rollouts
-        ),
-        fmt(&agentic["tool_call_concurrent"]),
-        "".into(),
-        "".into(),
-    ));
-    rows.push((
-        format!("{} concurrent session rollouts: all correct, wall s", args.rollouts),
-        format!(
-            "{} / {}; {:.2}",
-            agentic["rollouts_correct"],
-            args.rollouts,
-            agentic["wall_s"].as_f64().unwrap_or(f64::NAN)
-        ),
-        "".into(),
-        "".into(),
-    ));
+    rows.extend(agentic_rows(&agentic, args.rollouts));
     report["agentic"] = agentic;
 
     let held = sessions(&sb, args.sessions).await?;
@@ -638,6 +610,41 @@ pub async fn run(args: SandboxBenchArgs) -> anyhow::Result<()> {
     report["targets"] = Value::Array(targets);
     crate::report::write(&args.output, &report)?;
     Ok(())
+}
+
+/// The table rows of [`agentic`]'s report.
+fn agentic_rows(r: &Value, rollouts: usize) -> Vec<(String, String, String, String)> {
+    let p = |v: &Value| {
+        format!(
+            "{:.2} / {:.2}",
+            v["p50_ms"].as_f64().unwrap_or(f64::NAN),
+            v["p99_ms"].as_f64().unwrap_or(f64::NAN)
+        )
+    };
+    let row = |name: String, value: String| (name, value, String::new(), String::new());
+    let mut rows: Vec<_> = [
+        ("session open (p50 / p99 ms)", "open"),
+        ("session destroy (p50 / p99 ms)", "destroy"),
+        ("plain run of the tool's command (p50 / p99 ms)", "plain_run"),
+        ("same command in a session (p50 / p99 ms)", "session_exec"),
+        ("same command as a bash tool call, one rollout (p50 / p99 ms)", "tool_call_alone"),
+    ]
+    .into_iter()
+    .map(|(label, key)| row(label.into(), p(&r[key])))
+    .collect();
+    rows.push(row(
+        format!("bash tool call, {rollouts} rollouts at once, each its own session (p50 / p99 ms)"),
+        p(&r["tool_call_concurrent"]),
+    ));
+    rows.push(row(
+        format!("{rollouts} concurrent session rollouts: all correct, wall s"),
+        format!(
+            "{} / {rollouts}; {:.2}",
+            r["rollouts_correct"],
+            r["wall_s"].as_f64().unwrap_or(f64::NAN)
+        ),
+    ));
+    rows
 }
 
 /// A scripted agent for the agentic workload: `calls` bash calls that count in a file of the

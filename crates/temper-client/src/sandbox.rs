@@ -88,6 +88,7 @@ impl CodeRunner for SandboxClient {
         })?;
         Ok(Box::new(RemoteSession {
             client: self.clone(),
+            path: format!("/v1/sandboxes/{id}"),
             url: format!("{}/v1/sandboxes/{id}", self.base),
             closed: std::sync::atomic::AtomicBool::new(false),
         }))
@@ -108,6 +109,8 @@ impl CodeRunner for SandboxClient {
 #[derive(Debug)]
 struct RemoteSession {
     client: SandboxClient,
+    /// `/v1/sandboxes/{id}`, and the same under the server's base URL.
+    path: String,
     url: String,
     closed: std::sync::atomic::AtomicBool,
 }
@@ -153,7 +156,7 @@ impl CodeSession for RemoteSession {
             "command": command, "stdin": stdin, "timeout_ms": limits.time_limit_ms,
             "memory_mb": limits.memory_mb, "output_bytes": limits.output_bytes,
         });
-        let path = format!("{}/exec", self.url.strip_prefix(&self.client.base).unwrap_or(""));
+        let path = format!("{}/exec", self.path);
         self.client.post(&path, &body).await
     }
 

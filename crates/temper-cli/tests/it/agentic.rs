@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use candle_core::{Device, IndexOp, Tensor};
+use candle_core::{Device, Tensor};
 use serde_json::json;
 use temper_client::OpenAiClient;
 use temper_envs::{
@@ -191,7 +191,7 @@ async fn qwen3_tool_rollouts_keep_their_trace_and_match_the_trainer() {
         let logits = model.forward(&s.ids[..n - 1]).unwrap();
         let targets = Tensor::from_vec(s.ids[1..].to_vec(), n - 1, &Device::Cpu).unwrap();
         let lp = temper_model::ops::token_logprobs(&logits, &targets).unwrap();
-        let lp: Vec<f32> = lp.i(..).unwrap().to_vec1().unwrap();
+        let lp: Vec<f32> = lp.to_vec1().unwrap();
         for i in 1..n {
             if s.mask[i] {
                 worst = worst.max((lp[i - 1] - s.sampling_logprobs[i]).abs());
@@ -581,4 +581,36 @@ async fn hostile_tools_are_contained_and_session_rollouts_leave_nothing_behind()
     }
     let left: Vec<_> = std::fs::read_dir(&root).unwrap().collect();
     assert!(left.is_empty(), "session folders left: {left:?}");
+}
+
+/// The sandbox server's sessions through `SandboxClient`: files and commands persist across
+/// calls, paths that leave the folder are refused, and `close` deletes the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_sessions_keep_their_files_until_closed() {
+    use temper_verify::code::CodeRunner;
+    let sandbox = temper_sandbox::Sandbox::new(real_sandbox_config()).await.expect("sandbox");
+    let state = temper_sandbox::server::state(sandbox.clone(), Default::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = temper_sandbox::server::router(state);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = temper_client::sandbox::SandboxClient::new(&base).unwrap();
+
+    let session = client.open_session().await.unwrap();
+    session.write_file("src/a b.txt", b"hello").await.unwrap();
+    let limits = temper_protocol::Limits::default();
+    let r = session.exec("cat 'src/a b.txt' > copy; echo made", "", limits).await.unwrap();
+    assert_eq!(r.stdout, "made\n");
+    assert_eq!(session.read_file("copy", 1 << 20).await.unwrap(), b"hello");
+    assert!(session.read_file("copy", 3).await.unwrap_err().to_string().contains("over 3"));
+    let err = session.write_file("../escape", b"x").await.unwrap_err().to_string();
+    assert!(err.contains("relative path"), "{err}");
+    let health: serde_json::Value =
+        reqwest::get(format!("{base}/health")).await.unwrap().json().await.unwrap();
+    assert_eq!(health["sessions"], 1);
+    session.close().await;
+    let health: serde_json::Value =
+        reqwest::get(format!("{base}/health")).await.unwrap().json().await.unwrap();
+    assert_eq!(health["sessions"], 0, "close deletes the session");
+    sandbox.shutdown().await;
 }

@@ -123,19 +123,16 @@ impl RewardFunction for SessionCommand {
                     _ => Err(RewardError(format!(
                         "session_command printed no fraction in [0, 1] as its last line ({:?}; stdout ends {:?}, stderr {:?})",
                         result.status,
-                        result
-                            .stdout
-                            .chars()
-                            .rev()
-                            .take(200)
-                            .collect::<String>()
-                            .chars()
-                            .rev()
-                            .collect::<String>(),
+                        last_chars(&result.stdout, 200),
                         result.stderr.chars().take(300).collect::<String>()
                     ))),
                 }
             }
         }
     }
+}
+
+/// The last `n` characters of `text`.
+fn last_chars(text: &str, n: usize) -> &str {
+    text.char_indices().rev().nth(n.saturating_sub(1)).map_or(text, |(at, _)| &text[at..])
 }
