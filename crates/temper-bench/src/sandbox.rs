@@ -749,7 +749,7 @@ async fn agentic(
         system_prompt: None,
         parser: temper_envs::Parser::Raw,
         data: temper_envs::DataSource::Generated {
-            generate: |_, _| unreachable!("examples are built here"),
+            generate: temper_envs::Generator::new(|_, _| unreachable!("examples are built here")),
             seed: 0,
             train_size: 0,
             eval_size: 0,

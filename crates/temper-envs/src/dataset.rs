@@ -15,11 +15,16 @@
 //! a `tests` column reaches the code reward as `info.tests`.
 //!
 //! Generated datasets are reproducible: example `i` of a split depends only on the seed, the
-//! split and `i`, so asking for 5 or 500 examples gives the same first five.
+//! split and `i`, so asking for 5 or 500 examples gives the same first five. A generator of fresh
+//! instances can keep its eval split apart ([`Generator::distinct_eval`]): a draw whose prompt is
+//! also one of the train examples is skipped (small puzzles can repeat), so the eval examples
+//! then depend on the train size too.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -29,6 +34,7 @@ use serde_json::{Map, Value};
 use temper_protocol::Message;
 
 use crate::EnvError;
+use crate::layout::Layout;
 
 /// One task instance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,13 +64,55 @@ pub enum Split {
 /// Makes example number `index` of a generated dataset from a generator seeded for it.
 pub type GenerateFn = fn(rng: &mut ChaCha8Rng, index: usize) -> Example;
 
+type MakeFn = dyn Fn(&mut ChaCha8Rng, usize) -> Example + Send + Sync;
+
+/// A dataset generator: a [`GenerateFn`], or a closure holding its options (a difficulty, the
+/// kinds of puzzle).
+#[derive(Clone)]
+pub struct Generator {
+    make: Arc<MakeFn>,
+    distinct_eval: bool,
+}
+
+impl Generator {
+    /// Wraps a function or closure.
+    pub fn new(f: impl Fn(&mut ChaCha8Rng, usize) -> Example + Send + Sync + 'static) -> Self {
+        Self { make: Arc::new(f), distinct_eval: false }
+    }
+
+    /// Keeps the eval split apart from the train split: an eval draw whose prompt is also a
+    /// train prompt is skipped. For generators of fresh instances (puzzles), not for those that
+    /// draw from a fixed bank, whose eval split is the bank itself.
+    pub fn distinct_eval(mut self) -> Self {
+        self.distinct_eval = true;
+        self
+    }
+
+    /// Example number `index`, from `rng` seeded for it.
+    pub fn generate(&self, rng: &mut ChaCha8Rng, index: usize) -> Example {
+        (self.make)(rng, index)
+    }
+}
+
+impl From<GenerateFn> for Generator {
+    fn from(f: GenerateFn) -> Self {
+        Self::new(f)
+    }
+}
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Generator")
+    }
+}
+
 /// Where an environment's examples come from.
 #[derive(Debug, Clone)]
 pub enum DataSource {
     /// A seeded generator.
     Generated {
         /// The generator.
-        generate: GenerateFn,
+        generate: Generator,
         /// Base seed.
         seed: u64,
         /// Examples in the train split.
@@ -80,8 +128,10 @@ pub enum DataSource {
         eval: Option<PathBuf>,
         /// Fraction of the train file held out for eval when there is no eval file.
         eval_fraction: f64,
-        /// Seed of the shuffle that makes the held-out split.
+        /// Seed of the shuffle that makes the held-out split (and of a layout's shuffles).
         seed: u64,
+        /// How the files' columns are laid out.
+        layout: Layout,
     },
 }
 
@@ -90,24 +140,52 @@ impl DataSource {
     pub fn load(&self, split: Split, default_task: &str) -> Result<Vec<Example>, EnvError> {
         match self {
             Self::Generated { generate, seed, train_size, eval_size } => {
+                let make = |split: Split, i: usize| {
+                    let mut rng = example_rng(*seed, split, i);
+                    let mut example = generate.generate(&mut rng, i);
+                    example.example_id = i as u64;
+                    if example.task.is_empty() {
+                        example.task = default_task.to_owned();
+                    }
+                    example
+                };
                 let size = if split == Split::Train { *train_size } else { *eval_size };
-                Ok((0..size)
-                    .map(|i| {
-                        let mut rng = example_rng(*seed, split, i);
-                        let mut example = generate(&mut rng, i);
-                        example.example_id = i as u64;
-                        if example.task.is_empty() {
-                            example.task = default_task.to_owned();
-                        }
-                        example
-                    })
-                    .collect())
+                if split == Split::Train || !generate.distinct_eval {
+                    return Ok((0..size).map(|i| make(split, i)).collect());
+                }
+                // Held out for real: an eval draw whose prompt is also a train prompt (small
+                // puzzles repeat) is skipped for the next draw of the eval stream.
+                let key = |prompt: &[Message]| serde_json::to_string(prompt).unwrap_or_default();
+                let train: HashSet<String> =
+                    (0..*train_size).map(|i| key(&make(Split::Train, i).prompt)).collect();
+                let mut out = Vec::with_capacity(*eval_size);
+                let mut draw = 0;
+                while out.len() < *eval_size {
+                    if draw >= 4 * eval_size + 1000 {
+                        return Err(EnvError::Dataset {
+                            path: PathBuf::from(format!("{default_task} (generated)")),
+                            line: None,
+                            message: format!(
+                                "the generator made only {} of {eval_size} eval examples that differ \
+                             from the {train_size} train examples in {draw} draws; ask for fewer",
+                                out.len()
+                            ),
+                        });
+                    }
+                    let mut example = make(Split::Eval, draw);
+                    draw += 1;
+                    if !train.contains(&key(&example.prompt)) {
+                        example.example_id = out.len() as u64;
+                        out.push(example);
+                    }
+                }
+                Ok(out)
             }
-            Self::Files { train, eval, eval_fraction, seed } => match (split, eval) {
-                (Split::Eval, Some(path)) => load_file(path, default_task),
-                (Split::Train, Some(_)) => load_file(train, default_task),
+            Self::Files { train, eval, eval_fraction, seed, layout } => match (split, eval) {
+                (Split::Eval, Some(path)) => load_file_as(path, default_task, *layout, *seed),
+                (Split::Train, Some(_)) => load_file_as(train, default_task, *layout, *seed),
                 (split, None) => {
-                    let all = load_file(train, default_task)?;
+                    let all = load_file_as(train, default_task, *layout, *seed)?;
                     Ok(split_holdout(all, *eval_fraction, *seed, split))
                 }
             },
@@ -145,8 +223,19 @@ fn split_holdout(all: Vec<Example>, fraction: f64, seed: u64, split: Split) -> V
         .collect()
 }
 
-/// Reads a `.jsonl` or `.parquet` file of examples.
+/// Reads a `.jsonl` or `.parquet` file of examples in the standard layout.
 pub fn load_file(path: &Path, default_task: &str) -> Result<Vec<Example>, EnvError> {
+    load_file_as(path, default_task, Layout::Standard, 0)
+}
+
+/// Reads a `.jsonl` or `.parquet` file of examples whose rows are in `layout` (`seed` orders
+/// its shuffles).
+pub fn load_file_as(
+    path: &Path,
+    default_task: &str,
+    layout: Layout,
+    seed: u64,
+) -> Result<Vec<Example>, EnvError> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
     let rows = match extension {
         "jsonl" | "json" | "ndjson" => read_jsonl(path)?,
@@ -161,9 +250,14 @@ pub fn load_file(path: &Path, default_task: &str) -> Result<Vec<Example>, EnvErr
     };
     let mut examples = Vec::with_capacity(rows.len());
     for (index, (line, row)) in rows.into_iter().enumerate() {
-        let example = example_from_json(row, index, default_task).map_err(|message| {
-            EnvError::Dataset { path: path.to_owned(), line: Some(line), message }
-        })?;
+        let example = layout
+            .convert(row, index, seed)
+            .and_then(|row| example_from_json(row, index, default_task))
+            .map_err(|message| EnvError::Dataset {
+                path: path.to_owned(),
+                line: Some(line),
+                message,
+            })?;
         examples.push(example);
     }
     Ok(examples)
@@ -316,8 +410,12 @@ mod tests {
                 task: String::new(),
             }
         }
-        let source =
-            |train_size| DataSource::Generated { generate, seed: 7, train_size, eval_size: 3 };
+        let source = |train_size| DataSource::Generated {
+            generate: Generator::new(generate),
+            seed: 7,
+            train_size,
+            eval_size: 3,
+        };
         let few = source(2).load(Split::Train, "g").expect("load");
         let many = source(50).load(Split::Train, "g").expect("load");
         assert_eq!(few[..], many[..2]);
@@ -325,6 +423,43 @@ mod tests {
         assert_ne!(eval[0].prompt, few[0].prompt);
         assert_eq!(few[1].example_id, 1);
         assert_eq!(few[0].task, "g");
+    }
+
+    #[test]
+    fn distinct_eval_skips_prompts_seen_in_train() {
+        // Eight possible prompts: with 6 train draws, eval draws repeat them often.
+        fn small(rng: &mut ChaCha8Rng, _: usize) -> Example {
+            use rand::Rng;
+            Example {
+                example_id: 0,
+                prompt: vec![Message::user(rng.random_range(0..8u32).to_string())],
+                answer: String::new(),
+                info: Map::new(),
+                task: String::new(),
+            }
+        }
+        let source = |generate: Generator, train_size, eval_size| DataSource::Generated {
+            generate,
+            seed: 3,
+            train_size,
+            eval_size,
+        };
+        let train = source(Generator::new(small), 6, 4).load(Split::Train, "g").expect("train");
+        let overlapping = |eval: &[Example]| {
+            eval.iter().filter(|e| train.iter().any(|t| t.prompt == e.prompt)).count()
+        };
+        let plain = source(Generator::new(small), 6, 40).load(Split::Eval, "g").expect("eval");
+        assert!(overlapping(&plain) > 0, "the plain eval split repeats train prompts");
+        let distinct = Generator::new(small).distinct_eval();
+        let eval = source(distinct.clone(), 6, 2).load(Split::Eval, "g").expect("eval");
+        assert_eq!(overlapping(&eval), 0);
+        assert_eq!(eval.iter().map(|e| e.example_id).collect::<Vec<_>>(), [0, 1]);
+        // When the train split holds every prompt there is, nothing is left to hold out.
+        let e = source(distinct, 100, 1).load(Split::Eval, "g").expect_err("only 8 prompts exist");
+        assert!(
+            e.to_string().contains("0 of 1 eval examples that differ from the 100 train"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod envs;
 mod error;
 pub mod eval;
 pub mod external;
+pub mod layout;
 pub mod model;
 pub mod package;
 pub mod parser;
@@ -31,7 +32,7 @@ pub mod rubric;
 pub mod stats;
 pub mod tools;
 
-pub use dataset::{DataSource, Example, Split};
+pub use dataset::{DataSource, Example, Generator, Split};
 pub use environment::{EnvInfo, Environment};
 pub use error::EnvError;
 pub use model::{ChatModel, ChatRequest, ModelError, ModelReply, TurnTokens};

@@ -10,6 +10,8 @@
 //! train = "data/train.jsonl"    # .jsonl or .parquet, relative to the folder
 //! eval = "data/eval.jsonl"      # optional; else eval_fraction of train is held out
 //! # generator = "reverse-text"  # or a built-in environment's generator instead of files
+//! # options = { kinds = ["sudoku"], difficulty = 3 }  # the generator's options (`logic` has some)
+//! # layout = "gpqa"             # the files' column layout (see `layout`; default: temper's own)
 //! # seed = 0, train_size, eval_size, eval_fraction = 0.1
 //!
 //! [env]
@@ -67,6 +69,7 @@ use sha2::{Digest, Sha256};
 use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus, ToolSpec};
 
 use crate::external::{External, ExternalProcess, ExternalScore, MethodTool};
+use crate::layout::Layout;
 use crate::rewards::{self, RewardSpec, SpecSource};
 use crate::rollout::{Interaction, RolloutState, SingleTurn, Step};
 use crate::rubric::{RewardFn, RubricEntry, Services};
@@ -158,6 +161,9 @@ pub struct ManifestDataset {
     pub eval: Option<String>,
     /// A built-in environment whose generator makes the data.
     pub generator: Option<String>,
+    /// The generator's options (`logic`: kinds and difficulty).
+    #[serde(default)]
+    pub options: Option<toml::Table>,
     /// Seed of the generator or of the held-out split.
     pub seed: Option<u64>,
     /// Generated train examples.
@@ -166,6 +172,9 @@ pub struct ManifestDataset {
     pub eval_size: Option<usize>,
     /// Fraction of the train file held out when there is no eval file.
     pub eval_fraction: Option<f64>,
+    /// How the files' columns are laid out (`standard`, `gpqa`).
+    #[serde(default)]
+    pub layout: Option<Layout>,
 }
 
 /// `[env]`.
@@ -636,16 +645,22 @@ fn data_source(
             Err(err("dataset", "give either `generator` or `train`, not both".into()))
         }
         (None, None) => Err(err("dataset", "give a `train` file or a built-in `generator`".into())),
+        (Some(_), None) if d.layout.is_some() => {
+            Err(err("dataset.layout", "a layout describes files; a generator has none".into()))
+        }
         (Some(name), None) => {
-            let generate = registry::builtin_generator(name).ok_or_else(|| {
-                err(
-                    "dataset.generator",
-                    format!(
-                        "unknown generator `{name}`; built-ins: {}",
-                        registry::builtin_names().join(", ")
-                    ),
-                )
-            })?;
+            let generator_options = d.options.clone().unwrap_or_default();
+            let generate = registry::builtin_generator_with(name, &generator_options)
+                .map_err(|m| err("dataset.options", m))?
+                .ok_or_else(|| {
+                    err(
+                        "dataset.generator",
+                        format!(
+                            "unknown generator `{name}`; built-ins: {}",
+                            registry::builtin_names().join(", ")
+                        ),
+                    )
+                })?;
             Ok(DataSource::Generated {
                 generate,
                 seed,
@@ -654,6 +669,9 @@ fn data_source(
             })
         }
         (None, Some(train)) => {
+            if d.options.is_some() {
+                return Err(err("dataset.options", "only a `generator` takes options".into()));
+            }
             let fraction = d.eval_fraction.unwrap_or(0.1);
             if !(0.0..1.0).contains(&fraction) {
                 return Err(err("dataset.eval_fraction", format!("{fraction} is not in [0, 1)")));
@@ -663,6 +681,7 @@ fn data_source(
                 eval: d.eval.as_deref().map(|e| resolve("dataset.eval", e)).transpose()?,
                 eval_fraction: fraction,
                 seed,
+                layout: d.layout.unwrap_or_default(),
             })
         }
     }

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::dataset::GenerateFn;
-use crate::envs::{alphabet_sort, calculator, code, math, mcq, reverse_text, wordle};
+use crate::dataset::{GenerateFn, Generator};
+use crate::envs::{alphabet_sort, calculator, code, logic, math, mcq, reverse_text, wordle};
 use crate::{DataSource, EnvError, Environment, package};
 
 /// Options that apply to any environment.
@@ -30,7 +30,7 @@ impl LoadOptions {
         eval_size: usize,
     ) -> DataSource {
         DataSource::Generated {
-            generate,
+            generate: generate.into(),
             seed: self.seed,
             train_size: self.train_size.unwrap_or(train_size),
             eval_size: self.eval_size.unwrap_or(eval_size),
@@ -48,6 +48,7 @@ const BUILTINS: &[Builtin] = &[
     (mcq::NAME, mcq::environment, mcq::generate),
     (code::NAME, code::environment, code::generate),
     (calculator::NAME, calculator::environment, calculator::generate),
+    (logic::NAME, logic::environment, logic::generate),
 ];
 
 /// Names of the built-in environments.
@@ -58,6 +59,24 @@ pub fn builtin_names() -> Vec<&'static str> {
 /// The dataset generator of a built-in environment.
 pub fn builtin_generator(name: &str) -> Option<GenerateFn> {
     BUILTINS.iter().find(|b| b.0 == name).map(|b| b.2)
+}
+
+/// The generator of a built-in environment with a package's `[dataset] options`: `Ok(None)`
+/// when there is no such generator, `Err` when the options do not suit it.
+pub fn builtin_generator_with(
+    name: &str,
+    options: &toml::Table,
+) -> Result<Option<Generator>, String> {
+    if name == logic::NAME {
+        let parsed: logic::Options = toml::Value::Table(options.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().to_owned())?;
+        return logic::generator(&parsed).map(Some);
+    }
+    match builtin_generator(name) {
+        Some(_) if !options.is_empty() => Err(format!("generator `{name}` takes no options")),
+        found => Ok(found.map(Generator::from)),
+    }
 }
 
 /// Loads an environment: a folder holding `environment.toml` (or the file itself), else a

@@ -13,6 +13,7 @@
 pub mod code;
 pub mod extract;
 pub mod lcs;
+pub mod logic;
 pub mod math;
 pub mod mcq;
 pub mod text;

@@ -102,7 +102,12 @@ fn ticker_env() -> Environment {
         info: EnvInfo::builtin("ticker", "0.1.0", "a clock tool that always answers"),
         system_prompt: Some("You are a careful assistant.".into()),
         parser: Parser::Raw,
-        data: DataSource::Generated { generate: question, seed: 0, train_size: 2, eval_size: 0 },
+        data: DataSource::Generated {
+            generate: temper_envs::Generator::new(question),
+            seed: 0,
+            train_size: 2,
+            eval_size: 0,
+        },
         interaction: Arc::new(Ticker),
         rubric: Rubric::new(),
         limits: TurnLimits::turns(4),

@@ -4,6 +4,7 @@
 pub mod alphabet_sort;
 pub mod calculator;
 pub mod code;
+pub mod logic;
 pub mod math;
 pub mod mcq;
 pub mod reverse_text;

@@ -25,6 +25,7 @@ mod format;
 mod lcs_ratio;
 mod length_penalty;
 mod llm_judge;
+mod logic;
 mod math_equiv;
 mod mcq_letter;
 mod regex;
@@ -37,6 +38,7 @@ pub use format::Format;
 pub use lcs_ratio::LcsRatio;
 pub use length_penalty::LengthPenalty;
 pub use llm_judge::LlmJudge;
+pub use logic::{Logic, puzzle_of};
 pub use math_equiv::MathEquiv;
 pub use mcq_letter::McqLetter;
 pub use regex::RegexMatch;
@@ -56,6 +58,7 @@ pub const BUILTIN_REWARDS: &[&str] = &[
     "script",
     "math_equiv",
     "session_command",
+    "logic",
 ];
 
 /// One `[[rubric]]` entry of `environment.toml`.
@@ -129,6 +132,7 @@ pub fn build(spec: &RewardSpec, source: SpecSource<'_>) -> Result<RubricEntry, E
         "script" => RewardFn::Each(Arc::new(Script::from_spec(spec, source)?)),
         "math_equiv" => RewardFn::Each(Arc::new(params::<MathEquiv>(spec, source)?)),
         "session_command" => RewardFn::Each(Arc::new(SessionCommand::from_spec(spec, source)?)),
+        "logic" => RewardFn::Each(Arc::new(params::<Logic>(spec, source)?)),
         other => {
             return Err(source.error(
                 "reward",

@@ -106,8 +106,13 @@ fn file_source_holds_out_an_eval_split() {
     let lines: String =
         (0..20).map(|i| format!("{{\"question\": \"q{i}\", \"answer\": \"{i}\"}}\n")).collect();
     std::fs::write(&train, lines).expect("write");
-    let source =
-        DataSource::Files { train: train.clone(), eval: None, eval_fraction: 0.25, seed: 3 };
+    let source = DataSource::Files {
+        train: train.clone(),
+        eval: None,
+        eval_fraction: 0.25,
+        seed: 3,
+        layout: Default::default(),
+    };
     let (t, e) = (
         source.load(Split::Train, "x").expect("train"),
         source.load(Split::Eval, "x").expect("eval"),
@@ -116,6 +121,12 @@ fn file_source_holds_out_an_eval_split() {
     assert!(e.iter().all(|x| t.iter().all(|y| y.example_id != x.example_id)));
     // The same seed gives the same split; another seed another one.
     assert_eq!(source.load(Split::Eval, "x").expect("eval"), e);
-    let other = DataSource::Files { train, eval: None, eval_fraction: 0.25, seed: 4 };
+    let other = DataSource::Files {
+        train,
+        eval: None,
+        eval_fraction: 0.25,
+        seed: 4,
+        layout: Default::default(),
+    };
     assert_ne!(other.load(Split::Eval, "x").expect("eval"), e);
 }

@@ -4,6 +4,7 @@ mod datasets;
 mod envs;
 mod external;
 mod packages;
+mod reference;
 mod rubric;
 mod stop;
 mod support;

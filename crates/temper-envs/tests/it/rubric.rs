@@ -43,7 +43,12 @@ fn env(rubric: Rubric) -> Environment {
         info: EnvInfo::builtin("t", "0.1.0", "test"),
         system_prompt: None,
         parser: Parser::Raw,
-        data: DataSource::Generated { generate: never, seed: 0, train_size: 0, eval_size: 0 },
+        data: DataSource::Generated {
+            generate: temper_envs::Generator::new(never),
+            seed: 0,
+            train_size: 0,
+            eval_size: 0,
+        },
         interaction: Arc::new(SingleTurn),
         rubric,
         limits: TurnLimits::single_turn(),

@@ -41,7 +41,12 @@ fn env(limits: TurnLimits) -> Environment {
         info: EnvInfo::builtin("go-on", "0.1.0", "test"),
         system_prompt: None,
         parser: Parser::Raw,
-        data: DataSource::Generated { generate: never, seed: 0, train_size: 0, eval_size: 0 },
+        data: DataSource::Generated {
+            generate: temper_envs::Generator::new(never),
+            seed: 0,
+            train_size: 0,
+            eval_size: 0,
+        },
         interaction: Arc::new(GoOn),
         rubric: Rubric::new().with("lcs_ratio", 1.0, LcsRatio {}),
         limits,
