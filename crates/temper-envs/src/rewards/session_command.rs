@@ -12,9 +12,21 @@
 //! timeout_s = 120
 //! ```
 //!
+//! Several sources go to several places with a list, each destination emptied first so nothing
+//! the model left there survives:
+//!
+//! ```toml
+//! upload = [
+//!     { from = "grader", to = ".grader" },
+//!     { from = "tasks/{task_id}/hidden", to = ".grader/hidden" },
+//! ]
+//! ```
+//!
 //! With `score = "fraction"` the last non-empty line of stdout must be a number in [0, 1]. A
 //! command that cannot run, or prints no such number, fails the reward (an error on the rollout,
-//! never a silent 0); a rollout without a session fails it too.
+//! never a silent 0); a rollout without a session fails it too. When the upload itself fails but
+//! the session still runs commands (the model filled its disk, or put a read-only file where an
+//! upload goes), the work cannot be graded and scores 0.
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -39,7 +51,7 @@ pub enum Scoring {
 #[derive(Debug, Clone)]
 pub struct SessionCommand {
     command: String,
-    upload: Option<(SessionSeed, Option<String>)>,
+    uploads: Vec<(SessionSeed, Option<String>)>,
     scoring: Scoring,
     limits: Limits,
 }
@@ -49,12 +61,26 @@ pub struct SessionCommand {
 struct Params {
     command: String,
     #[serde(default)]
-    upload: Option<String>,
+    upload: Option<Upload>,
     #[serde(default)]
     upload_to: Option<String>,
     score: Scoring,
     #[serde(default)]
     timeout_s: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Upload {
+    One(String),
+    Many(Vec<UploadItem>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UploadItem {
+    from: String,
+    to: String,
 }
 
 impl SessionCommand {
@@ -68,20 +94,36 @@ impl SessionCommand {
             Some(t) if t.is_finite() && t > 0.0 => (t * 1e3) as u64,
             Some(t) => return Err(source.error("timeout_s", format!("{t} is not positive"))),
         };
-        if let Some(to) = &p.upload_to
-            && !temper_verify::code::session_path_ok(to)
-        {
-            return Err(source.error("upload_to", format!("`{to}` must be a relative path")));
+        let seed = |template: String| SessionSeed { root: source.dir.to_owned(), template };
+        let uploads: Vec<(SessionSeed, Option<String>)> = match p.upload {
+            None if p.upload_to.is_some() => {
+                return Err(source.error("upload_to", "needs `upload`"));
+            }
+            None => Vec::new(),
+            Some(Upload::One(template)) => vec![(seed(template), p.upload_to.clone())],
+            Some(Upload::Many(_)) if p.upload_to.is_some() => {
+                return Err(source.error("upload_to", "a list of uploads names each `to` itself"));
+            }
+            Some(Upload::Many(items)) => {
+                items.into_iter().map(|i| (seed(i.from), Some(i.to))).collect()
+            }
+        };
+        for to in uploads.iter().filter_map(|(_, to)| to.as_deref()) {
+            // The destination is emptied with `rm -rf` first, so it must be a plain relative path.
+            let plain = to.chars().all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+            if !temper_verify::code::session_path_ok(to)
+                || !plain
+                || to.trim_matches('/').is_empty()
+            {
+                return Err(source.error(
+                    "upload",
+                    format!("`{to}` must be a relative path of letters, digits and ._-/"),
+                ));
+            }
         }
-        if p.upload_to.is_some() && p.upload.is_none() {
-            return Err(source.error("upload_to", "needs `upload`"));
-        }
-        let upload = p.upload.map(|template| {
-            (SessionSeed { root: source.dir.to_owned(), template }, p.upload_to.clone())
-        });
         Ok(Self {
             command: p.command,
-            upload,
+            uploads,
             scoring: p.score,
             limits: Limits {
                 time_limit_ms: Some(time_ms),
@@ -98,10 +140,32 @@ impl RewardFunction for SessionCommand {
         let session = input.session.ok_or_else(|| {
             RewardError("session_command needs a rollout that holds a sandbox session".into())
         })?;
-        if let Some((seed, to)) = &self.upload {
-            crate::tools::upload(seed, input.example, session, to.as_deref())
-                .await
-                .map_err(|e| RewardError(e.to_string()))?;
+        for (seed, to) in &self.uploads {
+            let cleared = match to {
+                Some(to) => {
+                    session.exec(&format!("rm -rf -- '{to}'"), "", self.limits).await.map(|_| ())
+                }
+                None => Ok(()),
+            };
+            let uploaded = match cleared {
+                Ok(()) => crate::tools::upload(seed, input.example, session, to.as_deref())
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = uploaded {
+                // A session that still runs commands was left ungradable by the model.
+                let alive = session.exec("true", "", self.limits).await;
+                return match alive {
+                    Ok(r) if r.status == RunStatus::Ok => {
+                        tracing::debug!(
+                            "session_command: upload failed in a live session ({e}); scoring 0"
+                        );
+                        Ok(0.0)
+                    }
+                    _ => Err(RewardError(format!("session_command: upload failed: {e}"))),
+                };
+            }
         }
         let result = session
             .exec(&self.command, "", self.limits)

@@ -110,6 +110,32 @@ fn invalid_manifests_name_the_field() {
             "inside an ignored folder (.venv)",
         ),
         ("[environment\nname = 1".to_owned(), "line 1"),
+        (
+            format!(
+                "{HEAD}[[rubric]]\nreward = \"session_command\"\ncommand = \"true\"\nscore = \"exit_code\"\nupload = [{{ from = \"a\", to = \"x; rm -rf /\" }}]\n"
+            ),
+            "field `rubric[0].upload`: `x; rm -rf /` must be a relative path of letters",
+        ),
+        (
+            format!(
+                "{HEAD}[[rubric]]\nreward = \"session_command\"\ncommand = \"true\"\nscore = \"exit_code\"\nupload = [{{ from = \"a\", to = \"../up\" }}]\n"
+            ),
+            "field `rubric[0].upload`",
+        ),
+        (
+            format!(
+                "{HEAD}[[rubric]]\nreward = \"session_command\"\ncommand = \"true\"\nscore = \"exit_code\"\nupload = [{{ from = \"a\", to = \"b\" }}]\nupload_to = \"c\"\n"
+            ),
+            "field `rubric[0].upload_to`: a list of uploads names each `to` itself",
+        ),
+        (
+            format!("{HEAD}[dataset.options]\nkinds = []\n{rubric}").replacen(
+                "[dataset]\n",
+                "[dataset]\n",
+                1,
+            ),
+            "field `dataset.options`: only a `generator` takes options",
+        ),
     ];
     for (manifest, want) in cases {
         let dir = tempfile::tempdir().expect("tempdir");

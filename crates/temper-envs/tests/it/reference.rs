@@ -95,3 +95,149 @@ fn logic_options_are_checked_by_name() {
         .to_string();
     assert!(e.contains("takes no options"), "{e}");
 }
+
+/// A scripted engineer: makes its tool calls one per turn, then stops.
+#[derive(Debug)]
+struct Engineer {
+    steps: Vec<(&'static str, serde_json::Value)>,
+}
+
+#[async_trait::async_trait]
+impl temper_envs::ChatModel for Engineer {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        let done =
+            request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).count();
+        let mut reply = crate::support::reply("Done.");
+        if let Some((name, args)) = self.steps.get(done) {
+            reply.finish_reason = temper_protocol::FinishReason::ToolCalls;
+            reply.message.tool_calls = vec![temper_protocol::ToolCall {
+                id: format!("call_{done}"),
+                kind: "function".into(),
+                function: temper_protocol::FunctionCall {
+                    name: (*name).into(),
+                    arguments: args.to_string(),
+                },
+            }];
+        }
+        Ok(reply)
+    }
+}
+
+/// `write_file` calls that put a task's reference solution in place.
+fn solution_steps(task: &Path) -> Vec<(&'static str, serde_json::Value)> {
+    let root = task.join("solution");
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read solution") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel =
+                    path.strip_prefix(&root).expect("under root").to_string_lossy().into_owned();
+                let content = std::fs::read_to_string(&path).expect("utf-8 solution");
+                out.push(("write_file", serde_json::json!({"path": rel, "content": content})));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "{} has no solution files", task.display());
+    out
+}
+
+/// Every task is solvable: its reference solution, written through the tools, passes every
+/// hidden test (reward 1), while the repository as given does not (reward < 1). Touching the
+/// tests scores 0 even with the fix in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swe_lite_reference_solutions_score_one_and_the_bugs_do_not() {
+    let env = load("swe-lite");
+    let services = temper_envs::Services {
+        code_runner: Some(std::sync::Arc::new(temper_sandbox::Unsandboxed::new())),
+        judge: None,
+    };
+    let sampling = temper_protocol::SamplingParams::default();
+    let mut examples = env.examples(Split::Train).expect("train");
+    let eval = env.examples(Split::Eval).expect("eval");
+    assert_eq!((examples.len(), eval.len()), (18, 6));
+    examples.extend(eval);
+    let mut tasks = std::collections::BTreeSet::new();
+    for (n, ex) in examples.iter().enumerate() {
+        let id = ex.info["task_id"].as_str().expect("task_id").to_owned();
+        assert!(tasks.insert(id.clone()), "{id} twice");
+        let dir = example_dir("swe-lite").join("tasks").join(&id);
+        let fixed = Engineer { steps: solution_steps(&dir) };
+        let r = env.run_group(&fixed, ex, 1, &sampling, &services).await.remove(0);
+        assert!(r.error.is_none(), "{id}: {:?}", r.error);
+        assert_eq!(r.reward, 1.0, "{id}: the reference solution must pass every hidden test");
+        let idle = Engineer { steps: Vec::new() };
+        let r = env.run_group(&idle, ex, 1, &sampling, &services).await.remove(0);
+        assert!(r.error.is_none(), "{id}: {:?}", r.error);
+        assert!(r.reward < 1.0, "{id}: the planted bug must fail a hidden test ({})", r.reward);
+        if n % 6 == 0 {
+            // The fix plus an edited (or deleted) test file is worth nothing.
+            let test_file = std::fs::read_dir(dir.join("repo/tests"))
+                .expect("tests")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .find(|n| n.starts_with("test"))
+                .expect("a visible test file");
+            for cheat in [
+                (
+                    "bash",
+                    serde_json::json!({"command": format!("echo '# ok' >> tests/{test_file}")}),
+                ),
+                ("bash", serde_json::json!({"command": "rm -rf tests"})),
+                ("bash", serde_json::json!({"command": "echo 'import os' > tests/conftest.py"})),
+            ] {
+                let mut steps = solution_steps(&dir);
+                steps.push(cheat.clone());
+                let r =
+                    env.run_group(&Engineer { steps }, ex, 1, &sampling, &services).await.remove(0);
+                assert!(r.error.is_none(), "{id}: {:?}", r.error);
+                assert_eq!(r.reward, 0.0, "{id}: {cheat:?}");
+            }
+            // Code that exits before the tests run, or prints a fake result, passes nothing.
+            let mut steps = solution_steps(&dir);
+            steps.push((
+                "bash",
+                serde_json::json!({"command": "for f in $(ls */__init__.py | grep -v tests); do printf 'import os\\nprint(\"1.0\")\\nos._exit(0)\\n' >> $f; done"}),
+            ));
+            let r = env.run_group(&Engineer { steps }, ex, 1, &sampling, &services).await.remove(0);
+            assert_eq!(r.reward, 0.0, "{id}: an early exit passed: {:?}", r.error);
+        }
+    }
+    assert_eq!(tasks.len(), 24);
+}
+
+/// GPQA's columns become four shuffled choices; the right letter scores 1, another 0.
+#[tokio::test]
+async fn science_mcq_reads_gpqa_columns_and_scores_the_letter() {
+    let env = load("science-mcq");
+    let train = env.examples(Split::Train).expect("train");
+    let eval = env.examples(Split::Eval).expect("eval");
+    assert_eq!((train.len(), eval.len()), (24, 12));
+    let mut letters = std::collections::BTreeSet::new();
+    for ex in train.iter().chain(&eval) {
+        let options: Vec<String> =
+            serde_json::from_value(ex.info["options"].clone()).expect("options");
+        assert_eq!(options.len(), 4);
+        let at = usize::from(ex.answer.as_bytes()[0] - b'A');
+        assert_eq!(options[at], ex.info["correct_answer"].as_str().expect("correct"));
+        assert!(ex.info["Subdomain"].is_string() && ex.info["Record ID"].is_string());
+        let text = &ex.prompt.last().expect("prompt").content;
+        assert!(text.contains(&format!("\n{}) {}", ex.answer, options[at])), "{text}");
+        letters.insert(ex.answer.clone());
+    }
+    assert_eq!(letters.len(), 4, "the correct choice lands on every letter");
+    let ex = &eval[0];
+    let wrong = if ex.answer == "A" { "B" } else { "A" };
+    for (reply, want) in [
+        (format!("<answer>{}</answer>", ex.answer), 1.0),
+        (format!("<answer>{wrong}</answer>"), 0.0),
+    ] {
+        let r = one(&env, &Scripted::texts(&[reply.as_str()]), ex).await;
+        assert_eq!(r.reward, want, "{reply}");
+    }
+}
