@@ -15,6 +15,7 @@
 //! one process it starts is an external environment's own server, named by the environment's
 //! author in `environment.toml` ([`external`]).
 
+pub mod corpus;
 pub mod dataset;
 mod environment;
 pub mod envs;

@@ -22,13 +22,15 @@
 //! max_completion_tokens = 4096  # optional budget over all turns
 //! timeout_s = 600               # optional wall-clock limit per rollout
 //! tools = ["calculator"]        # tool: built-in tools (calculator, python, bash, read_file,
-//!                               # write_file, edit; the last four work in a session)
+//!                               # write_file, edit; the last four work in a session; search
+//!                               # and open read `corpus`)
 //! session = true                # tool: each rollout holds a sandbox session (implied by the
 //!                               # session tools), closed once the rollout is scored
 //! session_files = "tasks/{task_id}"  # tool: its first files, a folder or .tar/.tar.gz named
 //!                               # from the row ({field} of `info`, {task}, {example_id})
 //! max_tool_output = 16384       # tool: bytes of a tool's output shown (the rest cut, with a note)
 //! tool_timeout_s = 60           # tool: a call running longer is stopped
+//! corpus = "data/corpus.jsonl"  # tool: documents for the `search` and `open` tools (see `corpus`)
 //! respond = "env/respond.py"    # multi_turn: the script that answers each turn, run in the sandbox
 //! command = ["python3", "env.py"]  # external: the process speaking the JSON-lines protocol
 //!
@@ -68,6 +70,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus, ToolSpec};
 
+use crate::corpus::{CORPUS_TOOLS, Corpus, corpus_tool};
 use crate::external::{External, ExternalProcess, ExternalScore, MethodTool};
 use crate::layout::Layout;
 use crate::rewards::{self, RewardSpec, SpecSource};
@@ -205,6 +208,8 @@ pub struct ManifestEnv {
     pub max_tool_output: Option<usize>,
     /// Seconds a tool call may run (kind `tool`).
     pub tool_timeout_s: Option<f64>,
+    /// The documents the `search` and `open` tools read: a JSONL file in the package.
+    pub corpus: Option<String>,
     /// Turn script (kind `multi_turn`).
     pub respond: Option<String>,
     /// Process command (kind `external`).
@@ -363,12 +368,31 @@ fn tool_use(dir: &Path, file: &Path, manifest: &Manifest) -> Result<ToolUse, Env
                 .into(),
         ));
     }
+    let corpus = match &env.corpus {
+        Some(rel) => {
+            let path = resolve_file(dir, rel)
+                .map_err(|m| err("env.corpus", format!("corpus file {m}")))?;
+            Some(Arc::new(Corpus::load(&path).map_err(|m| err("env.corpus", m))?))
+        }
+        None => None,
+    };
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for name in &env.tools {
+        if CORPUS_TOOLS.contains(&name.as_str()) {
+            let corpus = corpus.as_ref().ok_or_else(|| {
+                err("env.tools", format!("tool `{name}` reads a corpus: set `env.corpus`"))
+            })?;
+            tools.extend(corpus_tool(name, corpus));
+            continue;
+        }
         tools.push(builtin_tool(name).ok_or_else(|| {
             err(
                 "env.tools",
-                format!("unknown tool `{name}`; built-in tools: {}", BUILTIN_TOOLS.join(", ")),
+                format!(
+                    "unknown tool `{name}`; built-in tools: {}, {}",
+                    BUILTIN_TOOLS.join(", "),
+                    CORPUS_TOOLS.join(", ")
+                ),
             )
         })?);
     }
@@ -415,7 +439,7 @@ fn tool_spec(t: &ManifestTool) -> Result<ToolSpec, (&'static str, String)> {
     if !name_ok {
         return Err(("name", format!("`{}` must match ^[a-zA-Z0-9_-]{{1,64}}$", t.name)));
     }
-    if builtin_tool(&t.name).is_some() {
+    if builtin_tool(&t.name).is_some() || CORPUS_TOOLS.contains(&t.name.as_str()) {
         return Err(("name", format!("`{}` is a built-in tool's name", t.name)));
     }
     let parameters = match &t.parameters {
@@ -532,6 +556,7 @@ pub fn load_dir(dir: &Path, options: &LoadOptions) -> Result<Environment, EnvErr
         ("env.session_files", env.session_files.is_some(), kind == "tool"),
         ("env.max_tool_output", env.max_tool_output.is_some(), kind == "tool"),
         ("env.tool_timeout_s", env.tool_timeout_s.is_some(), kind == "tool"),
+        ("env.corpus", env.corpus.is_some(), kind == "tool"),
         ("tool", !manifest.tool.is_empty(), kind == "tool" || kind == "external"),
         ("env.respond", env.respond.is_some(), kind == "multi_turn"),
         ("env.command", !env.command.is_empty(), kind == "external"),

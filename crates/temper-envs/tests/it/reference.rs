@@ -241,3 +241,158 @@ async fn science_mcq_reads_gpqa_columns_and_scores_the_letter() {
         assert_eq!(r.reward, want, "{reply}");
     }
 }
+
+/// A scripted researcher that follows a question's gold hops: for each hop it searches the
+/// gold query and opens the gold document, but only if the search showed it; then it answers
+/// with the answer as the last opened document writes it.
+#[derive(Debug)]
+struct Researcher {
+    gold: Vec<(String, String)>,
+    answer: String,
+}
+
+#[async_trait::async_trait]
+impl temper_envs::ChatModel for Researcher {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        let results: Vec<&str> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == temper_protocol::Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
+        let step = results.len();
+        let call = |name: &str, args: serde_json::Value| {
+            let mut reply = crate::support::reply("");
+            reply.finish_reason = temper_protocol::FinishReason::ToolCalls;
+            reply.message.tool_calls = vec![temper_protocol::ToolCall {
+                id: format!("call_{step}"),
+                kind: "function".into(),
+                function: temper_protocol::FunctionCall {
+                    name: name.into(),
+                    arguments: args.to_string(),
+                },
+            }];
+            Ok(reply)
+        };
+        let hop = step / 2;
+        if let Some((query, doc)) = self.gold.get(hop) {
+            if step.is_multiple_of(2) {
+                return call("search", serde_json::json!({"query": query}));
+            }
+            // Open the gold document only if the search listed it.
+            let listed = results[step - 1].contains(&format!("[{doc}]"));
+            let id = if listed { doc.as_str() } else { "not-found" };
+            return call("open", serde_json::json!({"id": id}));
+        }
+        let last = results.last().copied().unwrap_or_default();
+        let text = if last.to_lowercase().contains(&self.answer.to_lowercase()) {
+            self.answer.as_str()
+        } else {
+            "unknown"
+        };
+        Ok(crate::support::reply(&format!("<answer>{text}</answer>")))
+    }
+}
+
+/// Every question, train and eval: the scripted researcher that follows the gold hops (1, 2
+/// or 3 searches) scores 1, so each gold document is found by its query and holds the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn research_lite_gold_hops_find_every_answer() {
+    let env = load("research-lite");
+    let sampling = temper_protocol::SamplingParams::default();
+    let services = temper_envs::Services::default();
+    let mut examples = env.examples(Split::Train).expect("train");
+    examples.extend(env.examples(Split::Eval).expect("eval"));
+    assert!(examples.len() >= 300, "{}", examples.len());
+    let mut hops = BTreeMap::new();
+    for ex in &examples {
+        let gold: Vec<(String, String)> = ex.info["gold"]
+            .as_array()
+            .expect("gold")
+            .iter()
+            .map(|g| {
+                (
+                    g["query"].as_str().expect("q").to_owned(),
+                    g["doc"].as_str().expect("d").to_owned(),
+                )
+            })
+            .collect();
+        *hops.entry(gold.len()).or_insert(0) += 1;
+        let agent = Researcher { gold, answer: ex.answer.clone() };
+        let r = env.run_group(&agent, ex, 1, &sampling, &services).await.remove(0);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(
+            r.reward,
+            1.0,
+            "{}: {:?}",
+            ex.prompt.last().map(|m| m.content.as_str()).unwrap_or_default(),
+            r.completion
+        );
+    }
+    assert_eq!(hops.keys().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(hops.values().all(|&n| n >= 100), "{hops:?}");
+    // A wrong answer scores 0; a right one in other case scores 1.
+    let ex = &examples[0];
+    for (reply, want) in [
+        (format!("<answer>{}</answer>", ex.answer.to_uppercase()), 1.0),
+        ("<answer>Nobody</answer>".into(), 0.0),
+    ] {
+        let r = one(&env, &Scripted::texts(&[reply.as_str()]), ex).await;
+        assert_eq!(r.reward, want, "{reply}");
+    }
+}
+
+/// The corpus tools' errors name the field, and a corpus the manifest points at must exist.
+#[test]
+fn corpus_tools_need_a_corpus() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("data")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("data/train.jsonl"),
+        "{\"question\": \"q\", \"answer\": \"a\"}\n",
+    )
+    .expect("data");
+    std::fs::write(
+        dir.path().join("data/corpus.jsonl"),
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"a\", \"text\": \"y\"}\n",
+    )
+    .expect("corpus");
+    let head = "[environment]\nname = \"rl-x\"\nversion = \"0.1.0\"\n[dataset]\ntrain = \"data/train.jsonl\"\n[[rubric]]\nreward = \"exact_match\"\n[env]\nkind = \"tool\"\ntools = [\"search\"]\n";
+    for (extra, want) in [
+        ("", "field `env.tools`: tool `search` reads a corpus: set `env.corpus`"),
+        ("corpus = \"data/none.jsonl\"\n", "field `env.corpus`: corpus file"),
+        ("corpus = \"data/corpus.jsonl\"\n", "document id `a` appears twice"),
+    ] {
+        std::fs::write(dir.path().join("environment.toml"), format!("{head}{extra}"))
+            .expect("write");
+        let e = temper_envs::load(dir.path().to_str().expect("utf-8"), &LoadOptions::default())
+            .expect_err(want)
+            .to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+/// The research world is what its seeded program makes: rerunning it gives the committed files
+/// byte for byte (the program also checks the world's consistency and BM25 reachability).
+#[test]
+fn research_lite_world_is_rebuilt_byte_for_byte() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let dir = example_dir("research-lite");
+    let status = std::process::Command::new("python3")
+        .arg(dir.join("scripts/make_world.py"))
+        .args(["--seed", "0", "--out"])
+        .arg(out.path())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("python3 runs");
+    assert!(status.success());
+    for name in ["corpus.jsonl", "train.jsonl", "eval.jsonl"] {
+        let made = std::fs::read(out.path().join(name)).expect("made");
+        let committed = std::fs::read(dir.join("data").join(name)).expect("committed");
+        assert!(made == committed, "{name} differs from what scripts/make_world.py makes");
+    }
+}
