@@ -619,3 +619,79 @@ async fn remote_sessions_keep_their_files_until_closed() {
     assert_eq!(health["sessions"], 0, "close deletes the session");
     sandbox.shutdown().await;
 }
+
+/// A hostile engineer on swe-lite: deletes the tests, leaves forked processes, fills the disk
+/// and sleeps past the tool limit, one call per turn.
+#[derive(Debug)]
+struct Vandal;
+
+#[async_trait]
+impl ChatModel for Vandal {
+    async fn chat(
+        &self,
+        request: &temper_envs::ChatRequest,
+    ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
+        let done =
+            request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).count();
+        let steps = [
+            "rm -rf tests && echo deleted",
+            "for i in $(seq 1 40); do (setsid sleep 333 &) ; done; echo forked",
+            "dd if=/dev/zero of=fill bs=1M count=100000 2>/dev/null; echo filled; df -k . | tail -1",
+            "sleep 600",
+        ];
+        Ok(match steps.get(done) {
+            Some(command) => tool_reply(vec![call("bash", &json!({"command": command}), done)], ""),
+            None => tool_reply(Vec::new(), "All fixed."),
+        })
+    }
+}
+
+fn sleepers() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| c.starts_with(b"sleep\x00333"))
+        .count()
+}
+
+/// swe-lite in the real sandbox: the vandal's rollout scores 0 without a reward error, and once
+/// it is scored no process, session slot or file of it is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_swe_lite_agent_scores_zero_and_leaves_nothing() {
+    let pkg =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/environments/swe-lite");
+    let env = temper_envs::package::load_dir(&pkg, &temper_envs::LoadOptions::default()).unwrap();
+    let sandbox = temper_sandbox::Sandbox::new(real_sandbox_config())
+        .await
+        .expect("the sandbox starts on this machine (root, cgroups)");
+    let services = Services { code_runner: Some(Arc::new(sandbox.clone())), judge: None };
+    let example = env.examples(temper_envs::Split::Eval).unwrap().remove(0);
+    let before = sleepers();
+    let r =
+        env.run_group(&Vandal, &example, 1, &SamplingParams::default(), &services).await.remove(0);
+    let results: Vec<&str> = r
+        .completion
+        .iter()
+        .filter(|m| m.role == temper_protocol::Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert!(results[0].contains("deleted") && results[1].contains("forked"), "{results:?}");
+    assert!(results[2].contains("filled"), "{}", results[2]);
+    assert!(results[3].contains("[stopped: it ran past its time limit]"), "{}", results[3]);
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.reward, 0.0, "{:?}", r.scores);
+
+    let prefix = sandbox.cgroup_prefix();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while slot_cgroups(&prefix).len() > 2 || sleepers() > before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {:?}, {} sleepers",
+            slot_cgroups(&prefix),
+            sleepers()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    sandbox.shutdown().await;
+}

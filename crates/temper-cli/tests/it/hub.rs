@@ -500,3 +500,75 @@ fn concurrent_installs_share_the_store_and_the_lockfile() {
     assert_eq!(leftovers, ["temper.lock"], "no temporary files left in the project");
     drop(hub);
 }
+
+/// The four reference packages publish to a local hub, and a `temper rl` run (a tiny model,
+/// 6 steps) installs all four from it and trains on them with no reward error and no dropped
+/// token trace.
+#[test]
+fn reference_packages_publish_and_rl_installs_and_runs_them() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("hub");
+    let hub = HubProc::start(&data);
+    let w = World { tmp, url: hub.url.clone() };
+    let alice = user_add(&data, "alice", "publish");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/environments");
+    let names = ["logic", "science-mcq", "swe-lite", "research-lite"];
+    for name in names {
+        let dir = examples.join(name);
+        let pushed =
+            ok(&w.temper("work", "home", Some(&alice), &["env", "push", dir.to_str().unwrap()]));
+        assert!(pushed.contains(&format!("published alice/{name}@0.1.0")), "{pushed}");
+    }
+
+    let work = w.path("work");
+    let base = std::fs::read_to_string(crate::rl::rl_config(&work, 6)).expect("config");
+    let sft = std::fs::read_to_string(work.join("sft.toml")).expect("sft");
+    // Long enough for a repository's issue and the tools' schemas.
+    std::fs::write(
+        work.join("sft.toml"),
+        sft.replace("max_positions = 256", "max_positions = 8192"),
+    )
+    .expect("sft");
+    let envs: String = names.iter().map(|n| format!("[[env]]\nid = \"alice/{n}\"\n")).collect();
+    let text = base
+        .replace("[[env]]\nid = \"reverse-text\"\nsystem_prompt = \"\"\n", &envs)
+        .replace("seq_len = 256", "seq_len = 8192")
+        .replace("batch_size = 8", "batch_size = 16");
+    assert!(text.contains("alice/swe-lite"), "{text}");
+    let config = work.join("reference.toml");
+    std::fs::write(&config, text).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .arg("rl")
+        .arg(&config)
+        .current_dir(&work)
+        .env("TEMPER_HOME", w.path("home"))
+        .env("TEMPER_HUB_URL", &w.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("temper rl");
+    let (status, err) = crate::rl::wait(&mut child, Duration::from_secs(400));
+    assert!(status.success(), "{err}");
+
+    // Installed from the hub and pinned.
+    let lock = read_lock(&work.join("temper.lock"));
+    let locked = format!("{lock:?}");
+    for name in names {
+        assert!(locked.contains(&format!("alice/{name}")), "{locked}");
+    }
+    let lines = crate::rl::metrics(&work.join("run"));
+    let steps: Vec<&Value> =
+        lines.iter().filter(|l| l["role"] == "orchestrator" && l["step"].is_u64()).collect();
+    assert!(steps.len() >= 6, "{} orchestrator steps", steps.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &steps {
+        assert_eq!(s["errors/count"].as_f64(), Some(0.0), "{s}");
+        assert_eq!(s["rollouts/dropped_trace"].as_f64(), Some(0.0), "{s}");
+        for name in names {
+            if s.get(format!("reward/{name}/mean")).is_some_and(Value::is_number) {
+                seen.insert(name);
+            }
+        }
+    }
+    assert_eq!(seen.len(), 4, "rollouts of every package: {seen:?}");
+}
