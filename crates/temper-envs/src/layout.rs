@@ -48,6 +48,21 @@ impl Layout {
     }
 }
 
+/// A question followed by its options as `A) ...` lines, and the letter of `correct`.
+pub(crate) fn lettered<S: AsRef<str>>(
+    question: &str,
+    options: &[S],
+    correct: &str,
+) -> (String, char) {
+    let position = options.iter().position(|o| o.as_ref() == correct).unwrap_or(0);
+    let listing: Vec<String> = options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{}) {}", char::from(b'A' + i as u8), o.as_ref()))
+        .collect();
+    (format!("{question}\n\n{}", listing.join("\n")), char::from(b'A' + position as u8))
+}
+
 fn text_column(row: &mut Map<String, Value>, name: &str) -> Result<String, String> {
     match row.remove(name) {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
@@ -74,18 +89,12 @@ fn gpqa(row: Value, index: usize, seed: u64) -> Result<Value, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index as u64);
     options.shuffle(&mut rng);
-    let position = options.iter().position(|o| *o == correct).unwrap_or(0);
-    let letter = char::from(b'A' + position as u8);
-    let listing: Vec<String> = options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| format!("{}) {o}", char::from(b'A' + i as u8)))
-        .collect();
+    let (text, letter) = lettered(&question, &options, &correct);
     let mut info = row;
     info.insert("options".into(), json!(options));
     info.insert("correct_answer".into(), json!(correct));
     Ok(json!({
-        "question": format!("{question}\n\n{}", listing.join("\n")),
+        "question": text,
         "answer": letter.to_string(),
         "info": info,
     }))

@@ -57,16 +57,10 @@ pub fn generate(rng: &mut ChaCha8Rng, index: usize) -> Example {
     let Question { question, correct, wrong } = BANK[index % BANK.len()];
     let mut options: Vec<&str> = std::iter::once(correct).chain(wrong).collect();
     options.shuffle(rng);
-    let position = options.iter().position(|o| *o == correct).unwrap_or(0);
-    let letter = char::from(b'A' + position as u8);
-    let listing: Vec<String> = options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| format!("{}) {o}", char::from(b'A' + i as u8)))
-        .collect();
+    let (text, letter) = crate::layout::lettered(question, &options, correct);
     let mut info = Map::new();
     info.insert("options".into(), json!(options));
-    user_example(format!("{question}\n\n{}", listing.join("\n")), letter.to_string(), info)
+    user_example(text, letter.to_string(), info)
 }
 
 /// The environment.

@@ -110,19 +110,10 @@ impl temper_envs::ChatModel for Engineer {
     ) -> Result<temper_envs::ModelReply, temper_envs::ModelError> {
         let done =
             request.messages.iter().filter(|m| m.role == temper_protocol::Role::Tool).count();
-        let mut reply = crate::support::reply("Done.");
-        if let Some((name, args)) = self.steps.get(done) {
-            reply.finish_reason = temper_protocol::FinishReason::ToolCalls;
-            reply.message.tool_calls = vec![temper_protocol::ToolCall {
-                id: format!("call_{done}"),
-                kind: "function".into(),
-                function: temper_protocol::FunctionCall {
-                    name: (*name).into(),
-                    arguments: args.to_string(),
-                },
-            }];
-        }
-        Ok(reply)
+        Ok(match self.steps.get(done) {
+            Some((name, args)) => crate::support::tool_call(name, args, done),
+            None => crate::support::reply("Done."),
+        })
     }
 }
 
@@ -264,19 +255,8 @@ impl temper_envs::ChatModel for Researcher {
             .map(|m| m.content.as_str())
             .collect();
         let step = results.len();
-        let call = |name: &str, args: serde_json::Value| {
-            let mut reply = crate::support::reply("");
-            reply.finish_reason = temper_protocol::FinishReason::ToolCalls;
-            reply.message.tool_calls = vec![temper_protocol::ToolCall {
-                id: format!("call_{step}"),
-                kind: "function".into(),
-                function: temper_protocol::FunctionCall {
-                    name: name.into(),
-                    arguments: args.to_string(),
-                },
-            }];
-            Ok(reply)
-        };
+        let call =
+            |name: &str, args: serde_json::Value| Ok(crate::support::tool_call(name, &args, step));
         let hop = step / 2;
         if let Some((query, doc)) = self.gold.get(hop) {
             if step.is_multiple_of(2) {

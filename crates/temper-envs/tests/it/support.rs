@@ -117,3 +117,15 @@ pub async fn one(env: &Environment, model: &Scripted, example: &Example) -> Roll
 pub fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
+
+/// A reply that calls one tool; `k` numbers the call.
+pub fn tool_call(name: &str, arguments: &serde_json::Value, k: usize) -> ModelReply {
+    let mut r = reply("");
+    r.finish_reason = FinishReason::ToolCalls;
+    r.message.tool_calls = vec![ToolCall {
+        id: format!("call_{k}"),
+        kind: "function".into(),
+        function: FunctionCall { name: name.into(), arguments: arguments.to_string() },
+    }];
+    r
+}
