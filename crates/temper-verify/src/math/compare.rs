@@ -14,6 +14,7 @@ use num_complex::Complex64;
 
 use super::eval::{Bindings, EvalError, eval, symbols};
 use super::expr::{Budget, Expr, Rel};
+use super::sets::same_real_set;
 use super::value::{Rational, Value};
 
 /// Most elements compared in one collection.
@@ -44,6 +45,11 @@ pub fn canonical(e: Expr) -> Expr {
     if let Some(interval) = inequality_interval(&e) {
         return interval;
     }
+    if !matches!(e, Expr::Matrix(_))
+        && let Some(rows) = scaled_matrix(&e)
+    {
+        return canonical(Expr::Matrix(rows));
+    }
     if e.is_scalar()
         && !matches!(e, Expr::PlusMinus(..))
         && let Some(values) = expand_plus_minus(&e)
@@ -52,6 +58,25 @@ pub fn canonical(e: Expr) -> Expr {
     }
     match e {
         Expr::Rel(Rel::In, lhs, rhs) if matches!(*lhs, Expr::Sym(_)) => canonical(*rhs),
+        // `x = 5 + 6 = 11`: a chain of equalities states its first and last terms.
+        Expr::Rel(Rel::Eq, lhs, rhs) if matches!(*lhs, Expr::Rel(Rel::Eq, ..)) => {
+            let mut first = *lhs;
+            while let Expr::Rel(Rel::Eq, l, _) = first {
+                first = *l;
+            }
+            canonical(Expr::Rel(Rel::Eq, Box::new(first), rhs))
+        }
+        // `\{1, 2\} \cup \{3\}` is the set `\{1, 2, 3\}`.
+        Expr::Union(parts) if parts.iter().all(|p| matches!(p, Expr::Set(_))) => Expr::Set(
+            parts
+                .into_iter()
+                .flat_map(|p| match p {
+                    Expr::Set(items) => items,
+                    _ => Vec::new(),
+                })
+                .map(canonical)
+                .collect(),
+        ),
         Expr::PlusMinus(a, b) => Expr::List(vec![
             Expr::Add(vec![(*a).clone(), (*b).clone()]),
             Expr::Add(vec![*a, Expr::Neg(b)]),
@@ -95,6 +120,37 @@ pub fn canonical(e: Expr) -> Expr {
         Expr::Tuple(items) => Expr::Tuple(items.into_iter().map(canonical).collect()),
         Expr::Rel(r, a, b) => Expr::Rel(r, Box::new(canonical(*a)), Box::new(canonical(*b))),
         other => other,
+    }
+}
+
+/// The entries of a matrix times (or over) scalars, or negated: `2\begin{pmatrix}1\\2\end{pmatrix}`
+/// is the matrix of 2 and 4.
+fn scaled_matrix(e: &Expr) -> Option<Vec<Vec<Expr>>> {
+    let map = |rows: Vec<Vec<Expr>>, f: &dyn Fn(Expr) -> Expr| -> Vec<Vec<Expr>> {
+        rows.into_iter().map(|r| r.into_iter().map(f).collect()).collect()
+    };
+    match e {
+        Expr::Matrix(rows) => Some(rows.clone()),
+        Expr::Neg(x) => Some(map(scaled_matrix(x)?, &|v| Expr::Neg(Box::new(v)))),
+        Expr::Div(m, k) if k.is_scalar() => {
+            Some(map(scaled_matrix(m)?, &|v| Expr::Div(Box::new(v), k.clone())))
+        }
+        Expr::Mul(items) if items.len() > 1 => {
+            let mut matrix = None;
+            let mut scalars = Vec::new();
+            for item in items {
+                if item.is_scalar() {
+                    scalars.push(item.clone());
+                } else if matrix.is_none() {
+                    matrix = Some(scaled_matrix(item)?);
+                } else {
+                    return None;
+                }
+            }
+            let rows = matrix?;
+            Some(map(rows, &|v| Expr::Mul(scalars.iter().cloned().chain([v]).collect())))
+        }
+        _ => None,
     }
 }
 
@@ -191,10 +247,18 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
         (Expr::Rel(Rel::Eq, l, r), other) | (other, Expr::Rel(Rel::Eq, l, r))
             if !matches!(other, Expr::Rel(..)) =>
         {
+            let answered = matches!(answer, Expr::Rel(..));
             (is_label(l) && equivalent(r, other, budget))
                 || (is_label(r) && equivalent(l, other, budget))
                 // A worked computation ends in its result: `3 × 4 = 12` answers 12.
                 || (is_constant(l) && is_constant(r) && equivalent(r, other, budget))
+                // An answer that says what it gives, against a gold value: `m + n = 3`,
+                // `AB = 4`, `S:T = 7:32`, `f(3) = 12` answer 3, 4, 7:32 and 12.
+                || (answered
+                    && is_constant(other)
+                    && is_constant(r)
+                    && names_quantity(l)
+                    && equivalent(other, r, budget))
         }
         // (3, -1) against "y = -1, x = 3": assignments in the order of their variables.
         (Expr::Tuple(t), Expr::List(assignments)) | (Expr::List(assignments), Expr::Tuple(t))
@@ -231,7 +295,9 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
                     && equivalent(r1, l2, budget))
         }
         (Expr::Set(a) | Expr::List(a), Expr::Set(b) | Expr::List(b)) => unordered(a, b, budget),
-        (Expr::Union(a), Expr::Union(b)) => unordered(a, b, budget),
+        (Expr::Union(a), Expr::Union(b)) => {
+            unordered(a, b, budget) || same_real_set(gold, answer, budget)
+        }
         (Expr::Tuple(a) | Expr::List(a), Expr::Tuple(b) | Expr::List(b)) => ordered(a, b, budget),
         // A one-element set answers with its element.
         (Expr::Set(a), other) | (other, Expr::Set(a)) if a.len() == 1 && other.is_scalar() => {
@@ -267,7 +333,8 @@ pub fn equivalent(gold: &Expr, answer: &Expr, budget: &mut Budget) -> bool {
             g.infinity_sign() == a.infinity_sign()
         }
         (g, a) if g.is_scalar() && a.is_scalar() => scalar(g, a, budget),
-        _ => false,
+        // `|x| > 1` against `(-∞, -1) ∪ (1, ∞)`, `[0, 1] ∪ [1, 2]` against `[0, 2]`.
+        _ => same_real_set(gold, answer, budget),
     }
 }
 
@@ -276,6 +343,26 @@ fn is_constant(e: &Expr) -> bool {
     let mut vars = BTreeSet::new();
     symbols(e, &mut vars);
     vars.is_empty()
+}
+
+/// Whether `e` names a quantity rather than computing one: a variable or a product of them
+/// (`AB`, `a_1 a_2`), a sum or ratio of such names (`m + n`, `S:T`), a tuple of names, or a
+/// function at a constant or an event (`f(3)`, `P(X=3)`). `2x` and `x^2` compute, so `2x = 10`
+/// does not answer 10.
+fn names_quantity(e: &Expr) -> bool {
+    let symbol = |x: &Expr| matches!(x, Expr::Sym(_));
+    match e {
+        Expr::Sym(_) => true,
+        Expr::Mul(items) => {
+            items.iter().all(symbol)
+                || (items.len() == 2
+                    && symbol(&items[0])
+                    && (is_constant(&items[1]) || matches!(items[1], Expr::Rel(..))))
+        }
+        Expr::Add(items) | Expr::Tuple(items) => items.iter().all(names_quantity),
+        Expr::Div(a, b) => names_quantity(a) && names_quantity(b),
+        _ => false,
+    }
 }
 
 /// The variable of an assignment `x = value`.
@@ -331,6 +418,8 @@ fn may_match(a: Option<Complex64>, b: Option<Complex64>) -> bool {
 fn is_label(e: &Expr) -> bool {
     match e {
         Expr::Sym(_) => true,
+        // `(a, b) = (2, 5)`
+        Expr::Tuple(items) => items.iter().all(|x| matches!(x, Expr::Sym(_))),
         Expr::Mul(items) => {
             items.len() == 2
                 && match &items[0] {

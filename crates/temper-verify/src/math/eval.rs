@@ -302,6 +302,7 @@ pub fn eval(e: &Expr, vars: &Bindings, budget: &mut Budget) -> Result<Value, Eva
         | Expr::Set(_)
         | Expr::Interval(..)
         | Expr::Union(_)
+        | Expr::Minus(..)
         | Expr::Matrix(_)
         | Expr::EmptySet => Err(EvalError::NotNumeric),
     }
@@ -336,6 +337,7 @@ pub fn symbols(e: &Expr, out: &mut std::collections::BTreeSet<String>) {
         | Expr::Binom(a, b)
         | Expr::PlusMinus(a, b)
         | Expr::Rel(_, a, b)
+        | Expr::Minus(a, b)
         | Expr::Interval(a, b, _, _) => {
             symbols(a, out);
             symbols(b, out);

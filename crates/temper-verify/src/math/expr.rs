@@ -143,6 +143,8 @@ pub enum Expr {
     Interval(Box<Expr>, Box<Expr>, bool, bool),
     /// A union of intervals or sets.
     Union(Vec<Expr>),
+    /// A set difference `A \setminus B`.
+    Minus(Box<Expr>, Box<Expr>),
     /// A matrix, by rows.
     Matrix(Vec<Vec<Expr>>),
     /// ∅.
@@ -169,6 +171,7 @@ impl Expr {
                 | Self::Set(_)
                 | Self::Interval(..)
                 | Self::Union(_)
+                | Self::Minus(..)
                 | Self::Matrix(_)
                 | Self::EmptySet
                 | Self::PlusMinus(..)
@@ -236,6 +239,7 @@ impl fmt::Display for Expr {
                 write!(f, "{}{a}, {b}{}", if *lc { '[' } else { '(' }, if *rc { ']' } else { ')' })
             }
             Self::Union(items) => join(f, items, " ∪ "),
+            Self::Minus(a, b) => write!(f, "{a} \\ {b}"),
             Self::Matrix(rows) => {
                 f.write_str("matrix[")?;
                 for (i, row) in rows.iter().enumerate() {

@@ -12,8 +12,20 @@
 //! - a percentage `p\%` equals both `p/100` and `p` (answers often drop the sign);
 //! - a bare list `1, 2` is unordered (several solutions); `(1, 2)` is an ordered tuple, which also
 //!   matches the open interval `(1, 2)`; intervals compare their end types;
-//! - an assignment `x = 5` matches `5`; equations match up to a non-zero factor;
-//! - a single letter `A`–`J` (optionally in parentheses) is a multiple-choice answer;
+//! - an assignment `x = 5` matches `5`; equations match up to a non-zero factor; an answer that
+//!   names what it gives matches a gold value (`(a,b) = (2,5)`, `AB = 4`, `S:T = 7:32`,
+//!   `m + n = 3`), but one that computes it does not (`2x = 10` is not 10); a chain
+//!   `x = 5+5+1 = 11` states its last value;
+//! - relations in any spelling (`>=`, `\geq`, `\ge`, `!=`, `\neq`, `=<`) and the sets they
+//!   describe compare by membership (module `sets`): `|x| > 1` is `(-\infty,-1)\cup(1,\infty)`,
+//!   `[0,1]\cup[1,2]` is `[0,2]`, `\mathbb{R}\setminus\{0\}` and `\{x \mid x \ne 0\}` likewise;
+//! - a scalar times a matrix is the matrix (`2\begin{pmatrix}1\\2\end{pmatrix}`); a union of
+//!   finite sets is one set; `\tan^{-1}` is `\arctan`;
+//! - a single letter `A`–`J` (optionally in parentheses) is a multiple-choice answer, which may be
+//!   answered in lowercase;
+//! - units: two answers that both name units must name the same ones or convertible ones (`50 mm`
+//!   is `5 cm`, `2 hours` is `120 minutes`; see module `units`); `90°` equals `90` and `\frac{\pi}{2}`,
+//!   and `\frac{\pi}{2}` radians, but not `90` radians;
 //! - an answer with words of three or more letters is compared as text, case-insensitively.
 //!
 //! The work is bounded by construction, so no timeout is needed: inputs over
@@ -27,6 +39,9 @@ mod eval;
 pub mod expr;
 mod normalize;
 pub mod parse;
+mod prose;
+mod sets;
+mod units;
 pub mod value;
 
 use crate::extract;
@@ -45,7 +60,9 @@ pub const SHORT_ANSWER_CHARS: usize = 100;
 /// In order: the last `\boxed{}`/`\fbox{}` outside think blocks (several boxes that end the
 /// completion separated only by commas or "and" are one list: `\boxed{1}, \boxed{2}`); else
 /// the text after the last "answer is", "Answer:" or GSM8K's `####`, cut at the end of its
-/// sentence or at a reason ("because", "since", a parenthesis); else the whole text when short.
+/// sentence or at a reason ("because", "since", a parenthesis); else the value the closing prose
+/// states ("the largest $n$ is 34", "Thus, $n = 7$."; see module `prose`); else the whole text when
+/// short.
 pub fn extract_answer(completion: &str) -> Option<String> {
     let text = extract::strip_think(completion);
     let text = text.as_ref();
@@ -54,6 +71,9 @@ pub fn extract_answer(completion: &str) -> Option<String> {
         return Some(after_markers(&boxes).unwrap_or(boxes));
     }
     if let Some(found) = after_markers(text) {
+        return Some(found);
+    }
+    if let Some(found) = prose::answer(text) {
         return Some(found);
     }
     let trimmed = text.trim();
@@ -155,6 +175,11 @@ fn letter(s: &str) -> Option<char> {
         (Some(c), None) if ('A'..='J').contains(&c) => Some(c),
         _ => None,
     }
+}
+
+/// A choice letter as answered: `C`, `(C)`, and also a lone lowercase `c` or `(c)`.
+fn answered_letter(s: &str) -> Option<char> {
+    letter(s).or_else(|| letter(&s.to_ascii_uppercase()).filter(|_| s.trim().len() <= 3))
 }
 
 /// Distinct option letters named in an answer as `(X)` or alone: more than one is a hedge.
@@ -299,7 +324,7 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
         };
     }
     let (gn, an) = (normalize::normalize_with_units(gold), normalize::normalize_with_units(answer));
-    let (g, a) = (gn.text, an.text);
+    let (g, a) = (gn.text.clone(), an.text.clone());
     let verdict =
         |equivalent, rule| Verdict { equivalent, rule, gold: g.clone(), answer: a.clone() };
     if g.is_empty() || a.is_empty() {
@@ -308,7 +333,25 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
     // Two answers that both name units must name the same ones: 5 m is not 5 cm.
     let unit_key = |u: &[String]| u.iter().map(|x| text_key(x)).collect::<Vec<_>>();
     if !gn.units.is_empty() && !an.units.is_empty() && unit_key(&gn.units) != unit_key(&an.units) {
-        return verdict(false, "different units");
+        // 50 mm is 5 cm: bring both to one unit and compare the values.
+        let Some((fg, fa)) = units::conversion(&gn.units.join(" "), &an.units.join(" ")) else {
+            return verdict(false, "different units");
+        };
+        let scaled =
+            |v: &str, f: units::Factor| format!("({v})\\cdot\\frac{{{}}}{{{}}}", f.num, f.den);
+        let converted = compare_answers(&scaled(&g, fg), &scaled(&a, fa));
+        return Verdict { rule: "converted units", ..converted };
+    }
+    // Degrees against radians: 90° is π/2, and never 90 radians.
+    let radians = |u: &[String]| {
+        u.iter().any(|u| matches!(text_key(u).as_str(), "rad" | "rads" | "radian" | "radians"))
+    };
+    let (g_deg, a_deg) = (g.ends_with('°'), a.ends_with('°'));
+    let in_radians = |v: &str| format!("({})\\cdot\\frac{{\\pi}}{{180}}", v.trim_end_matches('°'));
+    if (g_deg && radians(&an.units)) || (a_deg && radians(&gn.units)) {
+        let (g2, a2) =
+            if g_deg { (in_radians(&g), a.clone()) } else { (g.clone(), in_radians(&a)) };
+        return Verdict { rule: "degrees as radians", ..compare_answers(&g2, &a2) };
     }
     if g == a {
         return verdict(true, "identical after normalisation");
@@ -318,7 +361,7 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
         if named.len() > 1 {
             return verdict(false, "several option letters");
         }
-        let al = letter(&a).or_else(|| crate::mcq::extract_letter(answer, 10));
+        let al = answered_letter(&a).or_else(|| crate::mcq::extract_letter(answer, 10));
         return verdict(al == Some(gl), "multiple-choice letter");
     }
     let wordy = has_words(&g) || has_words(&a);
@@ -343,6 +386,16 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
     // Words parse as products of letters (Monday = M·o·n·d·a·y); as text they may still agree.
     if wordy && text_key(&g) == text_key(&a) {
         return verdict(true, "text");
+    }
+    // An angle in degrees against a bare value in radians: 90° and π/2.
+    let bare = |n: &normalize::Normalized| n.units.is_empty() && !n.text.contains('°');
+    if (g_deg && bare(&an)) || (a_deg && bare(&gn)) {
+        let (g2, a2) =
+            if g_deg { (in_radians(&g), a.clone()) } else { (g.clone(), in_radians(&a)) };
+        let converted = compare_answers(&g2, &a2);
+        if converted.equivalent {
+            return Verdict { rule: "degrees as radians", ..converted };
+        }
     }
     Verdict {
         equivalent: false,

@@ -44,6 +44,7 @@ enum Tok {
     RowSep,
     Rel(Rel),
     Cup,
+    SetMinus,
     MatBegin,
     MatEnd,
     Degree,
@@ -133,6 +134,9 @@ const IGNORED: &[&str] = &[
     "circ",
     "degree",
     "dagger",
+    // `\angle ABC = 20^\circ` names an angle by its points.
+    "angle",
+    "measuredangle",
 ];
 
 fn command(name: &str) -> Option<Tok> {
@@ -154,14 +158,15 @@ fn command(name: &str) -> Option<Tok> {
         "div" => Tok::Slash,
         "pm" => Tok::PlusMinus,
         "mp" => Tok::MinusPlus,
-        "le" | "leq" | "leqslant" => Tok::Rel(Rel::Le),
-        "ge" | "geq" | "geqslant" => Tok::Rel(Rel::Ge),
+        "le" | "leq" | "leqslant" | "leqq" => Tok::Rel(Rel::Le),
+        "ge" | "geq" | "geqslant" | "geqq" => Tok::Rel(Rel::Ge),
         "lt" => Tok::Rel(Rel::Lt),
         "gt" => Tok::Rel(Rel::Gt),
         "ne" | "neq" => Tok::Rel(Rel::Ne),
         "in" => Tok::Rel(Rel::In),
         "approx" | "equiv" => Tok::Rel(Rel::Eq),
         "cup" => Tok::Cup,
+        "setminus" | "backslash" => Tok::SetMinus,
         "lbrace" => Tok::SetOpen,
         "rbrace" => Tok::SetClose,
         "vert" | "lvert" | "rvert" | "mid" => Tok::Bar,
@@ -303,6 +308,13 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
             '/' | '÷' | ':' => Tok::Slash,
             '^' => Tok::Caret,
             '_' => Tok::Underscore,
+            // `x != 2` (but `5!=120` is a factorial equal to 120).
+            '!' if chars.get(i) == Some(&'=')
+                && !chars[..i - 1].last().is_some_and(|c| c.is_ascii_digit() || *c == ')') =>
+            {
+                i += 1;
+                Tok::Rel(Rel::Ne)
+            }
             '!' => Tok::Bang,
             '%' => Tok::Percent,
             '±' => Tok::PlusMinus,
@@ -316,6 +328,11 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
             ',' => Tok::Comma,
             ';' => Tok::Semicolon,
             '&' => Tok::Amp,
+            // `=<` is how some write ≤.
+            '=' if chars.get(i) == Some(&'<') => {
+                i += 1;
+                Tok::Rel(Rel::Le)
+            }
             '=' => Tok::Rel(Rel::Eq),
             '<' => {
                 if chars.get(i) == Some(&'=') {
@@ -333,8 +350,8 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
                     Tok::Rel(Rel::Gt)
                 }
             }
-            '≤' => Tok::Rel(Rel::Le),
-            '≥' => Tok::Rel(Rel::Ge),
+            '≤' | '⩽' => Tok::Rel(Rel::Le),
+            '≥' | '⩾' => Tok::Rel(Rel::Ge),
             '≠' => Tok::Rel(Rel::Ne),
             '∈' => Tok::Rel(Rel::In),
             '∪' => Tok::Cup,
@@ -406,16 +423,28 @@ impl Parser<'_> {
         }
     }
 
+    /// Unions and differences of sets, left to right: `A \cup B \setminus C` is `(A ∪ B) \ C`.
     fn union(&mut self) -> P<Expr> {
-        let first = self.relation()?;
-        if self.peek() != Some(&Tok::Cup) {
-            return Some(first);
+        let mut acc = self.relation()?;
+        let mut parts = Vec::new();
+        loop {
+            if self.eat(&Tok::Cup) {
+                parts.push(self.relation()?);
+            } else if self.eat(&Tok::SetMinus) {
+                if !parts.is_empty() {
+                    acc = Expr::Union(std::iter::once(acc).chain(parts.drain(..)).collect());
+                }
+                let removed = self.relation()?;
+                acc = Expr::Minus(Box::new(acc), Box::new(removed));
+            } else {
+                break;
+            }
         }
-        let mut parts = vec![first];
-        while self.eat(&Tok::Cup) {
-            parts.push(self.relation()?);
-        }
-        Some(Expr::Union(parts))
+        Some(if parts.is_empty() {
+            acc
+        } else {
+            Expr::Union(std::iter::once(acc).chain(parts).collect())
+        })
     }
 
     fn relation(&mut self) -> P<Expr> {
@@ -471,6 +500,7 @@ impl Parser<'_> {
                 | Tok::Binom
                 | Tok::LParen
                 | Tok::LBrace
+                | Tok::MatBegin
         )
     }
 
@@ -793,6 +823,34 @@ impl Parser<'_> {
                 }
             }),
             Tok::SetOpen => self.nested(|p| {
+                // Set-builder notation `\{x \mid x > 2\}`, `\{x \in \mathbb{R} : x > 2\}`: the
+                // condition describes the set.
+                let at = |k: usize| p.toks.get(p.pos + k);
+                let separator = |t: Option<&Tok>| matches!(t, Some(Tok::Bar | Tok::Slash));
+                if matches!(at(0), Some(Tok::Letter(_))) {
+                    let skip = if separator(at(1)) {
+                        Some(2)
+                    } else if at(1) == Some(&Tok::Rel(Rel::In))
+                        && at(2) == Some(&Tok::Reals)
+                        && separator(at(3))
+                    {
+                        Some(4)
+                    } else {
+                        None
+                    };
+                    if let Some(skip) = skip {
+                        p.pos += skip;
+                        let items = p.list(&[Tok::SetClose])?;
+                        if !p.eat(&Tok::SetClose) {
+                            return None;
+                        }
+                        return match items.len() {
+                            0 => None,
+                            1 => items.into_iter().next(),
+                            _ => Some(Expr::List(items)),
+                        };
+                    }
+                }
                 let items = p.list(&[Tok::SetClose])?;
                 if !p.eat(&Tok::SetClose) {
                     return None;
@@ -826,9 +884,15 @@ impl Parser<'_> {
                 Some(Expr::Apply(Func::Sqrt, Box::new(x)))
             }
             Tok::Func(f) => {
-                // \sin^2 x means (\sin x)^2.
+                // \sin^2 x means (\sin x)^2, but \sin^{-1} x is \arcsin x.
                 let power =
                     if self.eat(&Tok::Caret) { Some(self.nested(Self::exponent)?) } else { None };
+                let inverse =
+                    matches!(&power, Some(Expr::Neg(one)) if **one == Expr::Num(Rational::int(1)));
+                if inverse && let Some(inv) = inverse_trig(f) {
+                    let x = self.func_arg(false)?;
+                    return Some(inv(x));
+                }
                 let trig = matches!(
                     f,
                     Func::Sin | Func::Cos | Func::Tan | Func::Cot | Func::Sec | Func::Csc
@@ -883,6 +947,23 @@ impl Parser<'_> {
             _ => None,
         }
     }
+}
+
+/// The inverse of a trigonometric function, for `\tan^{-1} x`: `arccot x = arctan(1/x)`, and
+/// likewise for the secant and cosecant.
+fn inverse_trig(f: Func) -> Option<fn(Expr) -> Expr> {
+    fn recip(x: Expr) -> Box<Expr> {
+        Box::new(Expr::Div(Box::new(Expr::Num(Rational::int(1))), Box::new(x)))
+    }
+    Some(match f {
+        Func::Sin => |x| Expr::Apply(Func::Asin, Box::new(x)),
+        Func::Cos => |x| Expr::Apply(Func::Acos, Box::new(x)),
+        Func::Tan => |x| Expr::Apply(Func::Atan, Box::new(x)),
+        Func::Cot => |x| Expr::Apply(Func::Atan, recip(x)),
+        Func::Sec => |x| Expr::Apply(Func::Acos, recip(x)),
+        Func::Csc => |x| Expr::Apply(Func::Asin, recip(x)),
+        _ => return None,
+    })
 }
 
 /// Parses normalised answer text; `None` when it is not math this parser understands, or when

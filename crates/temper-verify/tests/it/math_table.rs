@@ -48,3 +48,13 @@ fn independent_red_team_table() {
     assert!(fp.len() <= 4, "false positives:\n{}", fp.join("\n"));
     assert!(agreement >= 0.97, "agreement {agreement:.3}; false negatives:\n{}", fneg.join("\n"));
 }
+
+#[test]
+fn answer_families_table() {
+    // Answers as models write them, family by family (prose without a box, labelled answers,
+    // relations, matrices, sets, notation, units), each with near misses that must stay wrong.
+    let (total, fp, fneg) = run("math_families.jsonl");
+    assert!(total >= 180, "{total} cases");
+    let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
+    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+}

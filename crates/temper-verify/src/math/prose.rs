@@ -1,0 +1,260 @@
+//! Final answers stated in prose, without a box or an answer marker: "the largest $n$ is 34",
+//! "Thus, $n = 7$.", "So she spent a total of \$250.", a last line that is only the value.
+//!
+//! The answer is looked for in the last line that holds a number or math, in its last sentence
+//! that does. There it is what follows the last "is", "are", "equals" or "was" outside math
+//! (cut before a reason such as "since ..."), else the last math span, else the last number. A
+//! sentence without words is its own answer. Everything here is linear in the text.
+
+/// Verbs that introduce a stated value.
+const COPULAS: &[&str] = &[" is ", " are ", " equals ", " was ", " were ", " be ", " becomes "];
+/// Where a stated value ends and a reason or a correction begins.
+const STOPS: &[&str] = &[
+    ", since",
+    " since ",
+    " because",
+    ", not ",
+    ", which",
+    " which ",
+    ", so ",
+    " (since",
+    " (because",
+    " (as ",
+    " (which",
+    " (i.e.",
+    " (that ",
+];
+/// Words after which the value is a bound or a denial, not the answer ("at least 5", "not 9").
+const HEDGES: &[&str] =
+    &["not", "never", "no", "least", "most", "less", "more", "greater", "fewer", "than"];
+
+/// The answer a completion states in its closing prose, if any.
+pub fn answer(text: &str) -> Option<String> {
+    if cut_off(text) {
+        return None;
+    }
+    let line = text.lines().rev().map(strip_markdown).find(|l| has_value(l))?;
+    let sentence = sentences(&line).into_iter().rev().find(|s| has_value(s))?;
+    let sentence = sentence.trim().trim_end_matches(['.', '!', '?', ':']).trim();
+    // "X is 42 (since 6 times 7 is 42)": the reason is not the answer, unless nothing is left.
+    let before_reason = &sentence[..stop_at(sentence)];
+    let sentence = if has_value(before_reason) { before_reason.trim_end() } else { sentence };
+    if !super::has_words(sentence) {
+        return Some(sentence.to_owned());
+    }
+    let spans = math_spans(sentence);
+    let outside = |i: usize| !spans.iter().any(|&(s, e)| i > s && i < e);
+    let copula = COPULAS
+        .iter()
+        .filter_map(|c| {
+            sentence.match_indices(c).filter(|(i, _)| outside(*i)).last().map(|(i, c)| i + c.len())
+        })
+        .max();
+    if let Some(start) = copula {
+        let rest = &sentence[start..];
+        let end = stop_at(rest);
+        let rest = lead_words_dropped(rest[..end].trim().trim_end_matches([',', ';']).trim())?;
+        let spans = math_spans(rest);
+        if spans.is_empty() || only_connectors(rest, &spans) {
+            return (!rest.is_empty()).then(|| rest.to_owned());
+        }
+        return spans.first().map(|&(s, e)| inner(&rest[s..e]).to_owned());
+    }
+    if let Some(&(s, e)) = spans.last() {
+        return Some(inner(&sentence[s..e]).to_owned());
+    }
+    last_number(sentence).map(str::to_owned)
+}
+
+/// Whether the text stops in the middle of a sentence ("... and then we"): it states nothing.
+fn cut_off(text: &str) -> bool {
+    const JOINING: &[&str] = &[
+        "a", "an", "and", "the", "with", "to", "of", "we", "then", "so", "is", "are", "that",
+        "for", "in", "by", "which", "as", "or", "but", "get", "have",
+    ];
+    let last = text.trim_end().rsplit(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("");
+    JOINING.contains(&last.to_ascii_lowercase().as_str())
+}
+
+/// Where the first reason or correction starts outside math (the length when there is none).
+fn stop_at(s: &str) -> usize {
+    let spans = math_spans(s);
+    STOPS
+        .iter()
+        .filter_map(|stop| {
+            s.match_indices(stop)
+                .map(|(i, _)| i)
+                .find(|i| !spans.iter().any(|&(a, b)| *i > a && *i < b))
+        })
+        .min()
+        .unwrap_or(s.len())
+}
+
+/// The stated value without the words that lead to it: "the point (2, -1)" is `(2, -1)`,
+/// "equal to 5" is `5`; `None` when one of them makes it a bound or a denial ("not 9").
+fn lead_words_dropped(mut s: &str) -> Option<&str> {
+    loop {
+        let word_end = s.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(s.len());
+        if word_end < 2 || !s[word_end..].starts_with(' ') {
+            return Some(s);
+        }
+        if HEDGES.contains(&s[..word_end].to_ascii_lowercase().as_str()) {
+            return None;
+        }
+        s = s[word_end..].trim_start();
+    }
+}
+
+/// A line without Markdown emphasis, heading marks or a list bullet.
+fn strip_markdown(line: &str) -> String {
+    line.replace("**", "").trim().trim_start_matches(['#', '>', '-', '*']).trim().to_owned()
+}
+
+/// Whether the text holds a digit or math.
+fn has_value(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit()) || !math_spans(s).is_empty()
+}
+
+/// The sentences of a line, split after `.`, `!` or `?` followed by a space, outside math.
+fn sentences(line: &str) -> Vec<&str> {
+    let spans = math_spans(line);
+    let bytes = line.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let ends = matches!(b, b'.' | b'!' | b'?')
+            && bytes.get(i + 1) == Some(&b' ')
+            && !spans.iter().any(|&(s, e)| i > s && i < e);
+        if ends {
+            out.push(&line[start..=i]);
+            start = i + 1;
+        }
+    }
+    out.push(&line[start..]);
+    out
+}
+
+/// Byte ranges of the math in `s`, delimiters included: `$...$`, `$$...$$`, `\(...\)`,
+/// `\[...\]`. An escaped dollar (`\$`) is a currency sign, not math.
+fn math_spans(s: &str) -> Vec<(usize, usize)> {
+    let b = s.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let (open, close): (&[u8], &[u8]) = match b[i] {
+            b'$' if b.get(i + 1) == Some(&b'$') => (b"$$", b"$$"),
+            b'$' => (b"$", b"$"),
+            b'\\' if b.get(i + 1) == Some(&b'(') => (b"\\(", b"\\)"),
+            b'\\' if b.get(i + 1) == Some(&b'[') => (b"\\[", b"\\]"),
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let from = i + open.len();
+        let mut j = from;
+        let mut end = None;
+        while j + close.len() <= b.len() {
+            if b[j] == b'\\' && close[0] == b'$' {
+                j += 2;
+                continue;
+            }
+            if &b[j..j + close.len()] == close {
+                end = Some(j + close.len());
+                break;
+            }
+            j += 1;
+        }
+        match end {
+            Some(e) => {
+                spans.push((i, e));
+                i = e;
+            }
+            None => break,
+        }
+    }
+    spans
+}
+
+/// The math inside a span, without its delimiters.
+fn inner(span: &str) -> &str {
+    let t = span.trim_matches('$');
+    t.strip_prefix("\\(")
+        .and_then(|t| t.strip_suffix("\\)"))
+        .or_else(|| t.strip_prefix("\\[").and_then(|t| t.strip_suffix("\\]")))
+        .unwrap_or(t)
+        .trim()
+}
+
+/// Whether the text between the math spans is only "or", "and" and punctuation: a list of
+/// values (`$(1, 2)$ or $(3, 4)$`).
+fn only_connectors(s: &str, spans: &[(usize, usize)]) -> bool {
+    let mut prev = 0;
+    let mut gaps = String::new();
+    for &(a, b) in spans {
+        gaps.push_str(&s[prev..a]);
+        gaps.push(' ');
+        prev = b;
+    }
+    gaps.push_str(&s[prev..]);
+    spans.len() > 1
+        && gaps
+            .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '.'))
+            .all(|w| w.is_empty() || w == "or" || w == "and")
+}
+
+/// The last number in the text, with its sign, decimals, a fraction bar or a percent sign.
+fn last_number(s: &str) -> Option<&str> {
+    let b = s.as_bytes();
+    let end = b.iter().rposition(u8::is_ascii_digit)? + 1;
+    let mut start = end;
+    while start > 0 {
+        let c = b[start - 1];
+        let digit_before = start >= 2 && b[start - 2].is_ascii_digit();
+        if c.is_ascii_digit() || (matches!(c, b'.' | b',' | b'/') && digit_before) {
+            start -= 1;
+        } else {
+            break;
+        }
+    }
+    if start > 0 && b[start - 1] == b'-' {
+        start -= 1;
+    }
+    let end = if b.get(end) == Some(&b'%') { end + 1 } else { end };
+    Some(&s[start..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prose_answers() {
+        let cases = [
+            ("the largest $n$ is 34.", Some("34")),
+            ("Thus, $n = 7$.", Some("n = 7")),
+            ("So she spent a total of \\$250.", Some("250")),
+            ("We count.\n\n**Final Answer**\n6", Some("6")),
+            ("The sum is $9$, since $1+8 = 9$.", Some("9")),
+            ("The area is $4^2 = 16$ square units.", Some("4^2 = 16")),
+            ("They are $(1, 2)$ or $(3, 4)$.", Some("$(1, 2)$ or $(3, 4)$")),
+            ("The value is $-1$.\n\nLet me know if you have questions!", Some("-1")),
+            ("x = 3", Some("x = 3")),
+            ("Hence a drop of -12.5% overall.", Some("-12.5%")),
+            ("No numbers here.", None),
+            ("So the intersection is the point (2, -1).", Some("(2, -1)")),
+            ("The result is 42 (since 6 times 7 is 42).", Some("42")),
+            ("The count is at least 5.", None),
+            ("The sum is not 9.", None),
+            ("The length is equal to 12 cm.", Some("12 cm")),
+            ("so 3 + 5 = 8 and then we", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(answer(text).as_deref(), want, "{text:?}");
+        }
+    }
+}
