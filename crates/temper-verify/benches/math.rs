@@ -1,6 +1,7 @@
 //! Side-by-side benchmark of temper's math verifier and Hugging Face `math-verify` on the
 //! hand-labelled table (`tests/data/math_cases.jsonl`): agreement with the labels, every
-//! disagreement with its reason, and throughput, in one run.
+//! disagreement with its reason, and throughput, in one run; then agreement, false positives and
+//! false negatives of both on the other tables in `tests/data/`.
 //!
 //! ```sh
 //! cargo bench -p temper-verify --bench math            # creates target/bench-venv on first use
@@ -257,29 +258,39 @@ fn main() {
     }
     report["disagreements"] = json!(disagreements);
 
-    // The independent red-team table: agreement only (math-verify is slow enough that one pass
-    // over 500 cases takes a minute).
-    let red_path = root.join("tests/data/math_redteam.jsonl");
-    let red = load(&red_path);
-    let red_temper: Vec<bool> =
-        red.iter().map(|c| temper_verify::math::verify(&c.gold, &c.completion)).collect();
-    let score = |results: &[bool]| {
-        let fp = results.iter().zip(&red).filter(|(r, c)| **r && !c.expected).count();
-        let fneg = results.iter().zip(&red).filter(|(r, c)| !**r && c.expected).count();
-        (1.0 - (fp + fneg) as f64 / red.len() as f64, fp, fneg)
-    };
-    let (t_agree, t_fp, t_fn) = score(&red_temper);
-    println!("\nindependent red-team table: {} cases", red.len());
-    println!(
-        "{:<14} {:>10} {:>16} {:>16}",
-        "verifier", "agreement", "false positives", "false negatives"
-    );
-    println!("{:<14} {:>9.1}% {t_fp:>16} {t_fn:>16}", "temper", 100.0 * t_agree);
-    report["redteam"] = json!({"cases": red.len(), "temper": {"agreement": t_agree, "false_positives": t_fp, "false_negatives": t_fn}});
-    if let Some(py) = python(&target) {
+    // The other tables: agreement, false positives and false negatives (math-verify is slow
+    // enough that one pass over 500 cases takes a minute, so one pass each).
+    let tables = [
+        ("redteam", "independent red-team table", "math_redteam.jsonl"),
+        (
+            "families",
+            "answer-family table (prose, labels, relations, matrices, units)",
+            "math_families.jsonl",
+        ),
+    ];
+    let mv_python = python(&target);
+    for (key, title, file) in tables {
+        let path = root.join("tests/data").join(file);
+        let cases = load(&path);
+        let score = |results: &[bool]| {
+            let fp = results.iter().zip(&cases).filter(|(r, c)| **r && !c.expected).count();
+            let fneg = results.iter().zip(&cases).filter(|(r, c)| !**r && c.expected).count();
+            (1.0 - (fp + fneg) as f64 / cases.len() as f64, fp, fneg)
+        };
+        let ours: Vec<bool> =
+            cases.iter().map(|c| temper_verify::math::verify(&c.gold, &c.completion)).collect();
+        let (t_agree, t_fp, t_fn) = score(&ours);
+        println!("\n{title}: {} cases", cases.len());
+        println!(
+            "{:<14} {:>10} {:>16} {:>16}",
+            "verifier", "agreement", "false positives", "false negatives"
+        );
+        println!("{:<14} {:>9.1}% {t_fp:>16} {t_fn:>16}", "temper", 100.0 * t_agree);
+        report[key] = json!({"cases": cases.len(), "temper": {"agreement": t_agree, "false_positives": t_fp, "false_negatives": t_fn}});
+        let Some(py) = &mv_python else { continue };
         let out = Command::new(py)
             .arg(root.join("benches/math_verify_ref.py"))
-            .arg(&red_path)
+            .arg(&path)
             .arg("1")
             .output();
         if let Some(out) = out.ok().filter(|o| o.status.success()) {
@@ -288,10 +299,10 @@ fn main() {
                 .as_array()
                 .map(|a| a.iter().map(|b| b.as_bool().unwrap_or(false)).collect())
                 .unwrap_or_default();
-            if mv.len() == red.len() {
+            if mv.len() == cases.len() {
                 let (m_agree, m_fp, m_fn) = score(&mv);
                 println!("{:<14} {:>9.1}% {m_fp:>16} {m_fn:>16}", "math-verify", 100.0 * m_agree);
-                report["redteam"]["math_verify"] =
+                report[key]["math_verify"] =
                     json!({"agreement": m_agree, "false_positives": m_fp, "false_negatives": m_fn});
             }
         }

@@ -117,6 +117,7 @@ pub fn canonical(e: Expr) -> Expr {
             }
         }
         Expr::Set(items) => Expr::Set(items.into_iter().map(canonical).collect()),
+        Expr::All(items) => Expr::All(items.into_iter().map(canonical).collect()),
         Expr::Tuple(items) => Expr::Tuple(items.into_iter().map(canonical).collect()),
         Expr::Rel(r, a, b) => Expr::Rel(r, Box::new(canonical(*a)), Box::new(canonical(*b))),
         other => other,

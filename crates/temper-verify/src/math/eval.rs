@@ -303,6 +303,7 @@ pub fn eval(e: &Expr, vars: &Bindings, budget: &mut Budget) -> Result<Value, Eva
         | Expr::Interval(..)
         | Expr::Union(_)
         | Expr::Minus(..)
+        | Expr::All(_)
         | Expr::Matrix(_)
         | Expr::EmptySet => Err(EvalError::NotNumeric),
     }
@@ -326,6 +327,7 @@ pub fn symbols(e: &Expr, out: &mut std::collections::BTreeSet<String>) {
         | Expr::Tuple(v)
         | Expr::List(v)
         | Expr::Set(v)
+        | Expr::All(v)
         | Expr::Union(v) => {
             v.iter().for_each(|x| symbols(x, out));
         }

@@ -145,6 +145,8 @@ pub enum Expr {
     Union(Vec<Expr>),
     /// A set difference `A \setminus B`.
     Minus(Box<Expr>, Box<Expr>),
+    /// Conditions that all hold: inequalities joined by commas or "and" (`x > 0, x \neq 1`).
+    All(Vec<Expr>),
     /// A matrix, by rows.
     Matrix(Vec<Vec<Expr>>),
     /// ∅.
@@ -172,6 +174,7 @@ impl Expr {
                 | Self::Interval(..)
                 | Self::Union(_)
                 | Self::Minus(..)
+                | Self::All(_)
                 | Self::Matrix(_)
                 | Self::EmptySet
                 | Self::PlusMinus(..)
@@ -240,6 +243,11 @@ impl fmt::Display for Expr {
             }
             Self::Union(items) => join(f, items, " ∪ "),
             Self::Minus(a, b) => write!(f, "{a} \\ {b}"),
+            Self::All(items) => {
+                f.write_str("all(")?;
+                join(f, items, ", ")?;
+                f.write_str(")")
+            }
             Self::Matrix(rows) => {
                 f.write_str("matrix[")?;
                 for (i, row) in rows.iter().enumerate() {

@@ -54,6 +54,11 @@ fn closing_brace(s: &str) -> Option<usize> {
     None
 }
 
+/// "degrees" after a value is the degree sign.
+fn is_degree_word(word: &str) -> bool {
+    matches!(word.trim().to_ascii_lowercase().as_str(), "degree" | "degrees" | "deg")
+}
+
 /// Words that scale a number rather than name a unit.
 fn scale(word: &str) -> Option<&'static str> {
     Some(match word.trim().to_ascii_lowercase().as_str() {
@@ -108,6 +113,8 @@ fn unwrap_text(s: &str, units: &mut Vec<String>) -> String {
                 format!("\\cdot {factor}")
             } else if word.eq_ignore_ascii_case("percent") {
                 "\\%".to_owned()
+            } else if is_degree_word(word) {
+                "°".to_owned()
             } else {
                 units.push(unit);
                 String::new()
@@ -268,12 +275,18 @@ pub fn normalize_with_units(answer: &str) -> Normalized {
             s = s.replace(from, to);
         }
     }
-    // "1 or 2", "x=1 and x=2": alternatives are a list.
-    for word in
-        ["\\quad\\text{or}\\quad", "\\text{ or }", "\\text{or}", "\\text{ and }", " or ", " and "]
-    {
+    // "1 or 2", "x=1 and x=2": alternatives are a list; "or" is kept apart (`\lor`) because
+    // inequalities joined by "or" are a union and joined by "and" (or commas) must all hold.
+    for (word, sep) in [
+        ("\\quad\\text{or}\\quad", " \\lor "),
+        ("\\text{ or }", " \\lor "),
+        ("\\text{or}", " \\lor "),
+        (" or ", " \\lor "),
+        ("\\text{ and }", ","),
+        (" and ", ","),
+    ] {
         if s.contains(word) {
-            s = s.replace(word, ",");
+            s = s.replace(word, sep);
         }
     }
     s = unwrap_text(&s, &mut units);
@@ -301,6 +314,7 @@ pub fn normalize_with_units(answer: &str) -> Normalized {
                 for w in &words[keep..] {
                     match scale(w) {
                         Some(factor) => text.push_str(&format!("\\cdot {factor}")),
+                        None if is_degree_word(w) => text.push('°'),
                         None => units.push((*w).to_owned()),
                     }
                 }
@@ -379,8 +393,9 @@ mod tests {
             ("1,2", "1,2"),
             ("12 dollars", "12"),
             ("x = 3.", "x = 3"),
-            ("3 or 4", "3,4"),
-            ("x = -2 \\text{ or } x = 3", "x = -2 , x = 3"),
+            ("3 or 4", "3 \\lor 4"),
+            ("x = -2 \\text{ or } x = 3", "x = -2  \\lor  x = 3"),
+            ("x > 0 and x < 1", "x > 0,x < 1"),
             ("4 \\pi \\text{ cm}^2", "4 \\pi"),
             ("9 \\text{ m}^2", "9"),
             ("\\mathrm{e}^2", "e^2"),
@@ -398,6 +413,8 @@ mod tests {
             ("3\\text{ thousand}", "3\\cdot 1000"),
             ("25\\text{ percent}", "25\\%"),
             ("1 000 000", "1000000"),
+            ("90 degrees", "90°"),
+            ("45\\text{ degrees}", "45°"),
         ];
         for (input, want) in cases {
             assert_eq!(normalize(input), want, "{input}");

@@ -45,6 +45,7 @@ enum Tok {
     Rel(Rel),
     Cup,
     SetMinus,
+    Or,
     MatBegin,
     MatEnd,
     Degree,
@@ -167,6 +168,7 @@ fn command(name: &str) -> Option<Tok> {
         "approx" | "equiv" => Tok::Rel(Rel::Eq),
         "cup" => Tok::Cup,
         "setminus" | "backslash" => Tok::SetMinus,
+        "lor" | "vee" => Tok::Or,
         "lbrace" => Tok::SetOpen,
         "rbrace" => Tok::SetClose,
         "vert" | "lvert" | "rvert" | "mid" => Tok::Bar,
@@ -410,16 +412,26 @@ impl Parser<'_> {
 
     /// Comma- or semicolon-separated items up to (not including) a closing token.
     fn list(&mut self, closers: &[Tok]) -> P<Vec<Expr>> {
+        self.list_or(closers).map(|(items, _)| items)
+    }
+
+    /// Items separated by commas, semicolons or "or" (`\lor`), and whether an "or" was one.
+    fn list_or(&mut self, closers: &[Tok]) -> P<(Vec<Expr>, bool)> {
         let mut items = Vec::new();
+        let mut or = false;
         if self.peek().is_some_and(|t| closers.contains(t)) {
-            return Some(items);
+            return Some((items, or));
         }
         loop {
             items.push(self.union()?);
+            if self.eat(&Tok::Or) {
+                or = true;
+                continue;
+            }
             if self.eat(&Tok::Comma) || self.eat(&Tok::Semicolon) {
                 continue;
             }
-            return Some(items);
+            return Some((items, or));
         }
     }
 
@@ -840,15 +852,11 @@ impl Parser<'_> {
                     };
                     if let Some(skip) = skip {
                         p.pos += skip;
-                        let items = p.list(&[Tok::SetClose])?;
+                        let items = p.list_or(&[Tok::SetClose])?;
                         if !p.eat(&Tok::SetClose) {
                             return None;
                         }
-                        return match items.len() {
-                            0 => None,
-                            1 => items.into_iter().next(),
-                            _ => Some(Expr::List(items)),
-                        };
+                        return joined(items);
                     }
                 }
                 let items = p.list(&[Tok::SetClose])?;
@@ -974,13 +982,22 @@ pub fn parse(text: &str, budget: &mut Budget) -> Option<Expr> {
         return None;
     }
     let mut p = Parser { toks, pos: 0, depth: 0, budget, degrees: false };
-    let items = p.list(&[])?;
+    let items = p.list_or(&[])?;
     if p.pos != p.toks.len() {
         return None;
     }
+    joined(items)
+}
+
+/// Top-level items as one expression: inequalities joined only by commas or "and" all hold
+/// (`x > 0, x \neq 1`); anything else, or anything joined by "or", is a list of alternatives.
+fn joined((items, or): (Vec<Expr>, bool)) -> Option<Expr> {
+    let inequality =
+        |e: &Expr| matches!(e, Expr::Rel(Rel::Lt | Rel::Le | Rel::Gt | Rel::Ge | Rel::Ne, ..));
     match items.len() {
         0 => None,
         1 => items.into_iter().next(),
+        _ if !or && items.iter().all(inequality) => Some(Expr::All(items)),
         _ => Some(Expr::List(items)),
     }
 }

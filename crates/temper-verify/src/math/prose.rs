@@ -2,9 +2,12 @@
 //! "Thus, $n = 7$.", "So she spent a total of \$250.", a last line that is only the value.
 //!
 //! The answer is looked for in the last line that holds a number or math, in its last sentence
-//! that does. There it is what follows the last "is", "are", "equals" or "was" outside math
-//! (cut before a reason such as "since ..."), else the last math span, else the last number. A
-//! sentence without words is its own answer. Everything here is linear in the text.
+//! that does, in the conclusion of that sentence ("..., so the area is 12"), before any reason
+//! ("since ..."). There it is what follows the last "is", "are", "equals" or "was" outside math,
+//! else the last math (several spans joined by "and" or "or" are a list), else the last number;
+//! a unit named right after the value is kept ("$1000$ meters"). A sentence without words is
+//! its own answer; a text that stops mid-sentence ("... which equals") states nothing.
+//! Everything here is linear in the text.
 
 /// Verbs that introduce a stated value.
 const COPULAS: &[&str] = &[" is ", " are ", " equals ", " was ", " were ", " be ", " becomes "];
@@ -16,7 +19,6 @@ const STOPS: &[&str] = &[
     ", not ",
     ", which",
     " which ",
-    ", so ",
     " (since",
     " (because",
     " (as ",
@@ -24,6 +26,9 @@ const STOPS: &[&str] = &[
     " (i.e.",
     " (that ",
 ];
+/// Where a sentence's conclusion begins: what comes after is the result.
+const CONCLUSIONS: &[&str] =
+    &[", so ", "; so ", ", hence ", ", thus ", ", therefore ", ", giving "];
 /// Words after which the value is a bound or a denial, not the answer ("at least 5", "not 9").
 const HEDGES: &[&str] =
     &["not", "never", "no", "least", "most", "less", "more", "greater", "fewer", "than"];
@@ -35,22 +40,18 @@ pub fn answer(text: &str) -> Option<String> {
     }
     let line = text.lines().rev().map(strip_markdown).find(|l| has_value(l))?;
     let sentence = sentences(&line).into_iter().rev().find(|s| has_value(s))?;
-    let sentence = sentence.trim().trim_end_matches(['.', '!', '?', ':']).trim();
+    let mut sentence = sentence.trim().trim_end_matches(['.', '!', '?', ':']).trim();
+    // "6 choices for the first seat, so in total there are 720 arrangements": the conclusion.
+    if let Some(at) = last_outside(sentence, CONCLUSIONS).filter(|&i| has_value(&sentence[i..])) {
+        sentence = sentence[at..].trim();
+    }
     // "X is 42 (since 6 times 7 is 42)": the reason is not the answer, unless nothing is left.
     let before_reason = &sentence[..stop_at(sentence)];
     let sentence = if has_value(before_reason) { before_reason.trim_end() } else { sentence };
     if !super::has_words(sentence) {
         return Some(sentence.to_owned());
     }
-    let spans = math_spans(sentence);
-    let outside = |i: usize| !spans.iter().any(|&(s, e)| i > s && i < e);
-    let copula = COPULAS
-        .iter()
-        .filter_map(|c| {
-            sentence.match_indices(c).filter(|(i, _)| outside(*i)).last().map(|(i, c)| i + c.len())
-        })
-        .max();
-    if let Some(start) = copula {
+    if let Some(start) = last_outside(sentence, COPULAS) {
         let rest = &sentence[start..];
         let end = stop_at(rest);
         let rest = lead_words_dropped(rest[..end].trim().trim_end_matches([',', ';']).trim())?;
@@ -58,19 +59,70 @@ pub fn answer(text: &str) -> Option<String> {
         if spans.is_empty() || only_connectors(rest, &spans) {
             return (!rest.is_empty()).then(|| rest.to_owned());
         }
-        return spans.first().map(|&(s, e)| inner(&rest[s..e]).to_owned());
+        // "$x$ with $x \neq 0$": a lone variable names what the next span describes.
+        let &(s, e) =
+            spans.iter().find(|&&(s, e)| !is_lone_letter(inner(&rest[s..e]))).or(spans.first())?;
+        return Some(with_unit(inner(&rest[s..e]), &rest[e..]));
     }
+    let spans = math_spans(sentence);
     if let Some(&(s, e)) = spans.last() {
-        return Some(inner(&sentence[s..e]).to_owned());
+        // "$a = 2$ and $b = -3$": spans joined only by "and", "or" or commas are one list.
+        let mut first = spans.len() - 1;
+        while first > 0 && connectors_only(&sentence[spans[first - 1].1..spans[first].0]) {
+            first -= 1;
+        }
+        if first < spans.len() - 1 {
+            let items: Vec<&str> =
+                spans[first..].iter().map(|&(a, b)| inner(&sentence[a..b])).collect();
+            return Some(items.join(", "));
+        }
+        return Some(with_unit(inner(&sentence[s..e]), &sentence[e..]));
     }
-    last_number(sentence).map(str::to_owned)
+    let number = last_number(sentence)?;
+    let end = number.as_ptr() as usize - sentence.as_ptr() as usize + number.len();
+    Some(with_unit(number, &sentence[end..]))
+}
+
+/// Where the text after the last of `markers` outside math starts.
+fn last_outside(s: &str, markers: &[&str]) -> Option<usize> {
+    let spans = math_spans(s);
+    markers
+        .iter()
+        .filter_map(|m| {
+            s.match_indices(m)
+                .filter(|(i, _)| !spans.iter().any(|&(a, b)| *i > a && *i < b))
+                .last()
+                .map(|(i, m)| i + m.len())
+        })
+        .max()
+}
+
+fn is_lone_letter(s: &str) -> bool {
+    let mut chars = s.trim().chars();
+    matches!((chars.next(), chars.next()), (Some(c), None) if c.is_ascii_alphabetic())
+}
+
+/// `value` followed by the unit named right after it in `after` ("meters", "mL", "square
+/// feet"), when there is one.
+fn with_unit(value: &str, after: &str) -> String {
+    let words: Vec<&str> = after.split_whitespace().take(2).collect();
+    let clean = |w: &str| w.trim_end_matches(['.', ',', ';', ')']).to_owned();
+    for n in (1..=words.len()).rev() {
+        let unit = words[..n].iter().map(|w| clean(w)).collect::<Vec<_>>().join(" ");
+        let angle = matches!(unit.as_str(), "degree" | "degrees" | "radian" | "radians");
+        if angle || super::units::parse(&unit).is_some() {
+            return format!("{value} \\text{{ {unit}}}");
+        }
+    }
+    value.to_owned()
 }
 
 /// Whether the text stops in the middle of a sentence ("... and then we"): it states nothing.
 fn cut_off(text: &str) -> bool {
     const JOINING: &[&str] = &[
         "a", "an", "and", "the", "with", "to", "of", "we", "then", "so", "is", "are", "that",
-        "for", "in", "by", "which", "as", "or", "but", "get", "have",
+        "for", "in", "by", "which", "as", "or", "but", "get", "have", "equals", "gives", "yields",
+        "makes", "becomes",
     ];
     let last = text.trim_end().rsplit(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("");
     JOINING.contains(&last.to_ascii_lowercase().as_str())
@@ -201,10 +253,13 @@ fn only_connectors(s: &str, spans: &[(usize, usize)]) -> bool {
         prev = b;
     }
     gaps.push_str(&s[prev..]);
-    spans.len() > 1
-        && gaps
-            .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '.'))
-            .all(|w| w.is_empty() || w == "or" || w == "and")
+    spans.len() > 1 && connectors_only(&gaps)
+}
+
+/// Whether `gap` holds nothing but "or", "and", commas, semicolons and spaces.
+fn connectors_only(gap: &str) -> bool {
+    gap.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '.'))
+        .all(|w| w.is_empty() || w == "or" || w == "and")
 }
 
 /// The last number in the text, with its sign, decimals, a fraction bar or a percent sign.
@@ -252,6 +307,12 @@ mod tests {
             ("The sum is not 9.", None),
             ("The length is equal to 12 cm.", Some("12 cm")),
             ("so 3 + 5 = 8 and then we", None),
+            ("We need $7^2$, which equals", None),
+            ("Each day 100 pages, so over the week she read 700 pages.", Some("700")),
+            ("Therefore $a = 2$ and $b = -3$.", Some("a = 2, b = -3")),
+            ("The domain is all real $x$ with $x \\neq 0$.", Some("x \\neq 0")),
+            ("The distance is $1000$ meters.", Some("1000 \\text{ meters}")),
+            ("The tank holds 5000 mL.", Some("5000 \\text{ mL}")),
         ];
         for (text, want) in cases {
             assert_eq!(answer(text).as_deref(), want, "{text:?}");

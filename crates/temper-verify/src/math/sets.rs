@@ -79,6 +79,7 @@ fn is_real_set(e: &Expr) -> bool {
         Expr::EmptySet => true,
         Expr::Rel(..) => is_inequality(e),
         Expr::List(items) => !items.is_empty() && items.iter().all(is_inequality),
+        Expr::All(items) => !items.is_empty() && items.iter().all(is_real_set),
         _ => false,
     }
 }
@@ -143,7 +144,7 @@ fn collect_ends(e: &Expr, out: &mut Vec<f64>, budget: &mut Budget) -> Option<()>
             push(b, out, budget);
         }
         Expr::Tuple(items) | Expr::Set(items) => items.iter().for_each(|x| push(x, out, budget)),
-        Expr::Union(parts) | Expr::List(parts) => {
+        Expr::Union(parts) | Expr::List(parts) | Expr::All(parts) => {
             for p in parts {
                 collect_ends(p, out, budget)?;
             }
@@ -185,6 +186,13 @@ fn member(e: &Expr, x: f64, var: Option<&str>, budget: &mut Budget) -> Option<bo
             any
         }
         Expr::Minus(a, b) => member(a, x, var, budget)? && !member(b, x, var, budget)?,
+        Expr::All(parts) => {
+            let mut all = true;
+            for p in parts {
+                all &= member(p, x, var, budget)?;
+            }
+            all
+        }
         Expr::Set(items) => {
             let mut any = false;
             for item in items {
