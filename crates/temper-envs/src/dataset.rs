@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 use temper_protocol::Message;
 
 use crate::EnvError;
-use crate::layout::Layout;
+use crate::layout::{Layout, LayoutOptions};
 
 /// One task instance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +132,8 @@ pub enum DataSource {
         seed: u64,
         /// How the files' columns are laid out.
         layout: Layout,
+        /// The layout's options (a date window, which rows to keep).
+        layout_options: LayoutOptions,
     },
 }
 
@@ -181,14 +183,15 @@ impl DataSource {
                 }
                 Ok(out)
             }
-            Self::Files { train, eval, eval_fraction, seed, layout } => match (split, eval) {
-                (Split::Eval, Some(path)) => load_file_as(path, default_task, *layout, *seed),
-                (Split::Train, Some(_)) => load_file_as(train, default_task, *layout, *seed),
-                (split, None) => {
-                    let all = load_file_as(train, default_task, *layout, *seed)?;
-                    Ok(split_holdout(all, *eval_fraction, *seed, split))
+            Self::Files { train, eval, eval_fraction, seed, layout, layout_options } => {
+                let read =
+                    |path| load_file_with(path, default_task, *layout, *seed, layout_options);
+                match (split, eval) {
+                    (Split::Eval, Some(path)) => read(path),
+                    (Split::Train, Some(_)) => read(train),
+                    (split, None) => Ok(split_holdout(read(train)?, *eval_fraction, *seed, split)),
                 }
-            },
+            }
         }
     }
 }
@@ -236,6 +239,18 @@ pub fn load_file_as(
     layout: Layout,
     seed: u64,
 ) -> Result<Vec<Example>, EnvError> {
+    load_file_with(path, default_task, layout, seed, &LayoutOptions::default())
+}
+
+/// [`load_file_as`] with the layout's options; rows the options leave out are skipped, and the
+/// examples kept are numbered from 0 in file order.
+pub fn load_file_with(
+    path: &Path,
+    default_task: &str,
+    layout: Layout,
+    seed: u64,
+    options: &LayoutOptions,
+) -> Result<Vec<Example>, EnvError> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
     let rows = match extension {
         "jsonl" | "json" | "ndjson" => read_jsonl(path)?,
@@ -250,14 +265,12 @@ pub fn load_file_as(
     };
     let mut examples = Vec::with_capacity(rows.len());
     for (index, (line, row)) in rows.into_iter().enumerate() {
-        let example = layout
-            .convert(row, index, seed)
-            .and_then(|row| example_from_json(row, index, default_task))
-            .map_err(|message| EnvError::Dataset {
-                path: path.to_owned(),
-                line: Some(line),
-                message,
-            })?;
+        let error =
+            |message| EnvError::Dataset { path: path.to_owned(), line: Some(line), message };
+        let Some(row) = layout.convert_with(row, index, seed, options).map_err(error)? else {
+            continue;
+        };
+        let example = example_from_json(row, examples.len(), default_task).map_err(error)?;
         examples.push(example);
     }
     Ok(examples)

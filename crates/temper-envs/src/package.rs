@@ -11,7 +11,9 @@
 //! eval = "data/eval.jsonl"      # optional; else eval_fraction of train is held out
 //! # generator = "reverse-text"  # or a built-in environment's generator instead of files
 //! # options = { kinds = ["sudoku"], difficulty = 3 }  # the generator's options (`logic` has some)
-//! # layout = "gpqa"             # the files' column layout (see `layout`; default: temper's own)
+//! # layout = "gpqa"             # the files' column layout: gpqa, aime, mmlu_pro, livecodebench,
+//! #                             # hle (see `layout`; default: temper's own)
+//! # options = { from = "2024-08-01", to = "2025-05-01" }  # a layout's options
 //! # seed = 0, train_size, eval_size, eval_fraction = 0.1
 //!
 //! [env]
@@ -72,7 +74,7 @@ use temper_protocol::{Language, Limits, Message, RunRequest, RunStatus, ToolSpec
 
 use crate::corpus::{CORPUS_TOOLS, Corpus, corpus_tool};
 use crate::external::{External, ExternalProcess, ExternalScore, MethodTool};
-use crate::layout::Layout;
+use crate::layout::{Layout, LayoutOptions};
 use crate::rewards::{self, RewardSpec, SpecSource};
 use crate::rollout::{Interaction, RolloutState, SingleTurn, Step};
 use crate::rubric::{RewardFn, RubricEntry, Services};
@@ -164,7 +166,8 @@ pub struct ManifestDataset {
     pub eval: Option<String>,
     /// A built-in environment whose generator makes the data.
     pub generator: Option<String>,
-    /// The generator's options (`logic`: kinds and difficulty).
+    /// The generator's options (`logic`: kinds and difficulty), or the layout's
+    /// (`livecodebench`: `from`, `to`; `hle`: `with_images`).
     #[serde(default)]
     pub options: Option<toml::Table>,
     /// Seed of the generator or of the held-out split.
@@ -175,7 +178,8 @@ pub struct ManifestDataset {
     pub eval_size: Option<usize>,
     /// Fraction of the train file held out when there is no eval file.
     pub eval_fraction: Option<f64>,
-    /// How the files' columns are laid out (`standard`, `gpqa`).
+    /// How the files' columns are laid out (`standard`, `gpqa`, `aime`, `mmlu_pro`,
+    /// `livecodebench`, `hle`).
     #[serde(default)]
     pub layout: Option<Layout>,
 }
@@ -694,9 +698,20 @@ fn data_source(
             })
         }
         (None, Some(train)) => {
-            if d.options.is_some() {
-                return Err(err("dataset.options", "only a `generator` takes options".into()));
-            }
+            let layout = d.layout.unwrap_or_default();
+            let layout_options: LayoutOptions = match &d.options {
+                None => LayoutOptions::default(),
+                Some(_) if layout == Layout::Standard => {
+                    return Err(err(
+                        "dataset.options",
+                        "options belong to a `generator` or a `layout`".into(),
+                    ));
+                }
+                Some(table) => {
+                    table.clone().try_into().map_err(|e| err("dataset.options", format!("{e}")))?
+                }
+            };
+            layout_options.check(layout).map_err(|m| err("dataset.options", m))?;
             let fraction = d.eval_fraction.unwrap_or(0.1);
             if !(0.0..1.0).contains(&fraction) {
                 return Err(err("dataset.eval_fraction", format!("{fraction} is not in [0, 1)")));
@@ -706,7 +721,8 @@ fn data_source(
                 eval: d.eval.as_deref().map(|e| resolve("dataset.eval", e)).transpose()?,
                 eval_fraction: fraction,
                 seed,
-                layout: d.layout.unwrap_or_default(),
+                layout,
+                layout_options,
             })
         }
     }

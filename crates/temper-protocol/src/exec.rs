@@ -71,8 +71,42 @@ pub struct TestCase {
     /// Standard input given to the program.
     #[serde(default)]
     pub stdin: String,
-    /// What the program must print (compared after trimming trailing whitespace on each line).
+    /// What the program must print (compared as [`TestCase::compare`] says).
     pub expected_stdout: String,
+    /// How the output is compared with `expected_stdout`.
+    #[serde(default, skip_serializing_if = "Compare::is_lines")]
+    pub compare: Compare,
+}
+
+impl TestCase {
+    /// A test compared line by line.
+    pub fn lines(stdin: impl Into<String>, expected_stdout: impl Into<String>) -> Self {
+        Self {
+            stdin: stdin.into(),
+            expected_stdout: expected_stdout.into(),
+            compare: Compare::Lines,
+        }
+    }
+}
+
+/// How a test's output is compared with what it expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compare {
+    /// Line by line, ignoring trailing whitespace on each line and trailing empty lines.
+    #[default]
+    Lines,
+    /// As values: two JSON documents compare structurally, anything else token by token
+    /// (split at whitespace); numbers are equal within 1e-6, absolute or relative (`0.1 + 0.2`
+    /// prints `0.30000000000000004`, which answers `0.3`; `2` answers `2.0`).
+    Values,
+}
+
+impl Compare {
+    /// Whether this is the default, line-by-line comparison.
+    pub fn is_lines(&self) -> bool {
+        *self == Self::Lines
+    }
 }
 
 /// How a run ended.

@@ -31,8 +31,8 @@ pub use batch::{TrainBatch, TrainSample};
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
 pub use error::{ErrorBody, ErrorDetail};
 pub use exec::{
-    Language, Limits, RunRequest, RunResult, RunStatus, SandboxRunRequest, TestCase, TestResult,
-    TestsReply, TestsRequest,
+    Compare, Language, Limits, RunRequest, RunResult, RunStatus, SandboxRunRequest, TestCase,
+    TestResult, TestsReply, TestsRequest,
 };
 pub use metrics::MetricsLine;
 pub use rollout::{Rollout, RolloutError, StopReason, Timings, TokenTrace};

@@ -3,7 +3,7 @@
 //! | route | what it does |
 //! |---|---|
 //! | `POST /v1/run` | `{language, code, files?, stdin?, limits?}` → one result |
-//! | `POST /v1/run_tests` | `{language, code, tests, limits?, stop_on_failure?}` → a result per test, one compile |
+//! | `POST /v1/run_tests` | `{language, code, tests, limits?, stop_on_failure?}` (each test `{stdin, expected_stdout, compare?}`, `compare` `lines` or `values`) → a result per test, one compile |
 //! | `POST /v1/sandboxes` | opens a session → `{"id"}` |
 //! | `POST /v1/sandboxes/{id}/exec` | `{command, stdin?, timeout_ms?, memory_mb?}` → a result (`bash -c command`) |
 //! | `PUT /v1/sandboxes/{id}/files/{path}` | the body becomes the file under `/work` |

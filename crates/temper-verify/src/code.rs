@@ -2,9 +2,17 @@
 //!
 //! This module never runs code itself: it asks a `CodeRunner` to, and compares what came back.
 //! The sandbox crate provides the real runner; tests use fakes or the unsandboxed local runner.
+//!
+//! Tests are stdin/stdout programs compared line by line ([`outputs_match`]) or as values
+//! ([`values_match`], numbers within [`FLOAT_TOLERANCE`]). Call-based tests (LeetCode-style
+//! `func_name` problems) are stdin/stdout tests of a program [`call_harness`] writes around the
+//! solution: the arguments go in as JSON lines and the return value comes out as JSON.
 
 use async_trait::async_trait;
-use temper_protocol::{Language, RunRequest, RunResult, RunStatus, TestCase, TestsRequest};
+use serde_json::Value;
+use temper_protocol::{
+    Compare, Language, RunRequest, RunResult, RunStatus, TestCase, TestsRequest,
+};
 
 /// Why a runner could not run a program at all (as opposed to the program failing).
 #[derive(Debug, thiserror::Error)]
@@ -117,12 +125,118 @@ pub struct TestOutcome {
 }
 
 impl TestOutcome {
-    /// Passed means status `ok` and [`outputs_match`].
+    /// Passed means status `ok` and the output matches: [`outputs_match`] or, for
+    /// [`Compare::Values`], [`values_match`].
     pub fn judge(test: &TestCase, result: RunResult) -> Self {
-        let passed =
-            result.status == RunStatus::Ok && outputs_match(&test.expected_stdout, &result.stdout);
+        let matches = match test.compare {
+            Compare::Lines => outputs_match(&test.expected_stdout, &result.stdout),
+            Compare::Values => values_match(&test.expected_stdout, &result.stdout),
+        };
+        let passed = result.status == RunStatus::Ok && matches;
         Self { passed, result }
     }
+}
+
+/// Relative (or, near zero, absolute) tolerance of [`values_match`].
+pub const FLOAT_TOLERANCE: f64 = 1e-6;
+
+/// Compares output as values: two JSON documents structurally (`[0, 1]` is `[0,1]`, `2` is
+/// `2.0`, object keys in any order), anything else token by token; numbers are equal within
+/// [`FLOAT_TOLERANCE`].
+pub fn values_match(expected: &str, actual: &str) -> bool {
+    if let (Ok(e), Ok(a)) = (
+        serde_json::from_str::<Value>(expected.trim()),
+        serde_json::from_str::<Value>(actual.trim()),
+    ) {
+        return json_equal(&e, &a, 0);
+    }
+    let (e, a): (Vec<&str>, Vec<&str>) =
+        (expected.split_whitespace().collect(), actual.split_whitespace().collect());
+    e.len() == a.len() && e.iter().zip(&a).all(|(x, y)| {
+        x == y
+            || matches!((x.parse::<f64>(), y.parse::<f64>()), (Ok(p), Ok(q)) if numbers_close(p, q))
+    })
+}
+
+fn numbers_close(a: f64, b: f64) -> bool {
+    a == b
+        || (a.is_finite()
+            && b.is_finite()
+            && (a - b).abs() <= FLOAT_TOLERANCE * a.abs().max(b.abs()).max(1.0))
+}
+
+/// Structural equality with tolerant numbers, bounded in depth (serde_json already stops at 128).
+fn json_equal(e: &Value, a: &Value, depth: usize) -> bool {
+    if depth > 256 {
+        return false;
+    }
+    match (e, a) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(p), Some(q)) if x.is_f64() || y.is_f64() => numbers_close(p, q),
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q, depth + 1))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w, depth + 1)))
+        }
+        _ => e == a,
+    }
+}
+
+/// Modules a call-based solution may use without importing them, as in the LeetCode-style
+/// judges these problems come from (`List[int]` in a signature, `heapq`, `Counter`, `inf`).
+const CALL_PRELUDE: &str = "from typing import *\nfrom collections import *\nfrom heapq import *\n\
+from bisect import *\nfrom itertools import *\nfrom functools import *\nfrom math import *\n\
+from builtins import *\nimport collections, heapq, bisect, itertools, functools, math, string, re, sys\n";
+
+/// A Python program that runs `code` and then calls its function `func_name` (a method of a
+/// `Solution` class, as in LeetCode-style problems, or a top-level function) with the arguments
+/// on standard input, one JSON value per line, and prints the JSON of what it returns (tuples
+/// and sets as lists). Prints inside the solution go to standard error, so they cannot forge a
+/// result; the solution runs as a module (its `__main__` block does not run) with an empty
+/// standard input. Judge its output with [`Compare::Values`].
+pub fn call_harness(code: &str, func_name: &str) -> Result<String, RunnerError> {
+    let valid = !func_name.is_empty()
+        && func_name.len() <= 128
+        && func_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !func_name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid {
+        return Err(RunnerError::Backend(format!("`{func_name}` is not a function name")));
+    }
+    Ok(format!(
+        r#"import io as _io, json as _json, sys as _sys
+_args = [_json.loads(_l) for _l in _sys.stdin.read().split("\n") if _l.strip()]
+_sys.stdin = _io.StringIO("")
+_ns = {{"__name__": "solution"}}
+exec({prelude:?}, _ns)
+_real_stdout = _sys.stdout
+_sys.stdout = _sys.stderr
+exec(compile(bytes.fromhex("{code}").decode("utf-8"), "solution.py", "exec"), _ns)
+_cls = _ns.get("Solution")
+if _cls is not None and hasattr(_cls, "{name}"):
+    _f = getattr(_cls(), "{name}")
+elif callable(_ns.get("{name}")):
+    _f = _ns["{name}"]
+else:
+    _sys.stderr.write("the program defines no function {name}\n")
+    _sys.exit(3)
+_result = _f(*_args)
+_sys.stdout = _real_stdout
+def _plain(v):
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {{str(k): _plain(x) for k, x in v.items()}}
+    return v
+print(_json.dumps(_plain(_result)))
+"#,
+        prelude = CALL_PRELUDE,
+        code = hex::encode(code.as_bytes()),
+        name = func_name,
+    ))
 }
 
 /// Compares program output line by line, ignoring trailing whitespace on each line and trailing
@@ -167,13 +281,45 @@ mod tests {
         assert!(!outputs_match(" 1", "1"));
     }
 
+    #[test]
+    fn value_comparison() {
+        let cases = [
+            ("[0, 1]", "[0,1]\n", true),
+            ("[0, 1]", "[1, 0]", false),
+            ("0.3", "0.30000000000000004", true),
+            ("0.3", "0.3001", false),
+            ("2", "2.0", true),
+            ("1000000", "1000000.5", true),
+            ("1000000", "1000002", false),
+            ("true", "true", true),
+            ("true", "1", false),
+            ("\"ab\"", "\"ab\"", true),
+            ("\"ab\"", "\"ba\"", false),
+            ("{\"a\": [1.5]}", "{\"a\":[1.5000000001]}", true),
+            ("{\"a\": 1}", "{\"a\": 1, \"b\": 2}", false),
+            ("1.5 2\n3", "1.5000000001 2 3", true),
+            ("1.5 2 3", "1.5 2", false),
+            ("yes", "no", false),
+            ("null", "null", true),
+            ("[[1, 2], [3]]", "[[1, 2], [3, 4]]", false),
+        ];
+        for (expected, actual, want) in cases {
+            assert_eq!(values_match(expected, actual), want, "{expected:?} vs {actual:?}");
+        }
+    }
+
+    #[test]
+    fn call_harness_names_are_checked() {
+        assert!(call_harness("", "twoSum").is_ok());
+        for bad in ["", "1abc", "a b", "f()", "x\nimport os"] {
+            assert!(call_harness("", bad).is_err(), "{bad:?}");
+        }
+    }
+
     #[tokio::test]
     async fn default_run_tests_stops_on_failure() {
-        let tests = vec![
-            TestCase { stdin: "a".into(), expected_stdout: "a".into() },
-            TestCase { stdin: "b".into(), expected_stdout: "c".into() },
-            TestCase { stdin: "d".into(), expected_stdout: "d".into() },
-        ];
+        let tests =
+            vec![TestCase::lines("a", "a"), TestCase::lines("b", "c"), TestCase::lines("d", "d")];
         let request = |code: &str, stop_on_failure| TestsRequest {
             language: Language::Python,
             code: code.into(),

@@ -5,14 +5,23 @@
 //!
 //! The program is the parsed answer when the parser is `code`, otherwise the last fenced code
 //! block of the last turn; no program scores 0. Tests come from `info.tests`: a list of
-//! `{"stdin", "expected_stdout"}` objects (`input`/`output` are accepted too). A missing test list
-//! or code runner, or a runner that fails (`internal_error`, a missing compiler), is an error, not
-//! a 0.
+//! `{"stdin", "expected_stdout"}` objects (`input`/`output` are accepted too, as LiveCodeBench
+//! writes them). Output is compared line by line, or as values with `compare = "values"`
+//! (numbers within 1e-6).
+//!
+//! Call-based tests (LeetCode-style problems, LiveCodeBench's `"testtype": "functional"`): when
+//! the example names a function (`info.func_name`, `info.fn_name`, or `func_name` inside
+//! `info.metadata`), each test's input is the call's arguments, one JSON value per line, and its
+//! output the JSON of the return value; the Python solution's `Solution().func_name` (or
+//! top-level `func_name`) is called and its result compared as values.
+//!
+//! A missing test list or code runner, or a runner that fails (`internal_error`, a missing
+//! compiler), is an error, not a 0.
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
-use temper_protocol::{Language, Limits, RunStatus, TestCase, TestsRequest};
+use temper_protocol::{Compare, Language, Limits, RunStatus, TestCase, TestsRequest};
 
 use super::{RewardSpec, SpecSource, params};
 use crate::rubric::{RewardError, RewardFunction, RewardInput, Services};
@@ -27,6 +36,8 @@ pub struct CodeTests {
     pub limits: Limits,
     /// Score the fraction of tests passed instead of all-or-nothing.
     pub fraction: bool,
+    /// How stdin/stdout tests' output is compared (call-based tests always compare values).
+    pub compare: Compare,
 }
 
 #[derive(Deserialize)]
@@ -40,6 +51,8 @@ struct Params {
     memory_mb: Option<u64>,
     #[serde(default)]
     mode: Option<String>,
+    #[serde(default)]
+    compare: Option<String>,
 }
 
 impl Default for CodeTests {
@@ -52,6 +65,7 @@ impl Default for CodeTests {
                 output_bytes: Some(1 << 20),
             },
             fraction: false,
+            compare: Compare::Lines,
         }
     }
 }
@@ -75,11 +89,20 @@ impl CodeTests {
                 return Err(source.error("mode", format!("`{other}` is not `all` or `fraction`")));
             }
         };
+        f.compare = match p.compare.as_deref() {
+            None | Some("lines") => Compare::Lines,
+            Some("values") => Compare::Values,
+            Some(other) => {
+                return Err(
+                    source.error("compare", format!("`{other}` is not `lines` or `values`"))
+                );
+            }
+        };
         Ok(f)
     }
 }
 
-/// The tests of an example, from `info.tests`.
+/// The tests of an example, from `info.tests` (a list, or a string holding its JSON).
 pub fn tests_of(info: &serde_json::Map<String, Value>) -> Result<Vec<TestCase>, String> {
     let tests = info.get("tests").ok_or("the example has no `info.tests`")?;
     let tests = match tests {
@@ -98,12 +121,27 @@ pub fn tests_of(info: &serde_json::Map<String, Value>) -> Result<Vec<TestCase>, 
             };
             let expected = field(["expected_stdout", "output"])
                 .ok_or_else(|| format!("`info.tests[{i}]` has no string `expected_stdout`"))?;
-            Ok(TestCase {
-                stdin: field(["stdin", "input"]).unwrap_or_default(),
-                expected_stdout: expected,
-            })
+            Ok(TestCase::lines(field(["stdin", "input"]).unwrap_or_default(), expected))
         })
         .collect()
+}
+
+/// The function a call-based example's tests call: `info.func_name`, `info.fn_name`, or
+/// `func_name` in `info.metadata` (an object or a string holding its JSON, as LiveCodeBench
+/// stores it). `None` for stdin/stdout examples.
+pub fn func_name_of(info: &serde_json::Map<String, Value>) -> Option<String> {
+    let direct = ["func_name", "fn_name"].iter().find_map(|k| info.get(*k)?.as_str());
+    if let Some(name) = direct.filter(|n| !n.is_empty()) {
+        return Some(name.to_owned());
+    }
+    let metadata = match info.get("metadata")? {
+        Value::String(s) => serde_json::from_str::<Value>(s).ok()?,
+        other => other.clone(),
+    };
+    ["func_name", "fn_name"]
+        .iter()
+        .find_map(|k| metadata.get(*k)?.as_str().map(str::to_owned))
+        .filter(|n| !n.is_empty())
 }
 
 #[async_trait]
@@ -126,6 +164,20 @@ impl RewardFunction for CodeTests {
             _ => Parser::Code.parse_answer(input.completion),
         };
         let Some(code) = code.filter(|c| !c.trim().is_empty()) else { return Ok(0.0) };
+        let (code, compare) = match func_name_of(&input.example.info) {
+            Some(name) => {
+                if self.language != Language::Python {
+                    return Err(RewardError(format!(
+                        "call-based tests (`{name}`) need language = \"python\""
+                    )));
+                }
+                let harness = temper_verify::code::call_harness(&code, &name)
+                    .map_err(|e| RewardError(e.to_string()))?;
+                (harness, Compare::Values)
+            }
+            None => (code, self.compare),
+        };
+        let tests = tests.into_iter().map(|t| TestCase { compare, ..t }).collect();
         let request = TestsRequest {
             language: self.language,
             code,

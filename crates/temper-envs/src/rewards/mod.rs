@@ -37,7 +37,7 @@ pub use exact_match::ExactMatch;
 pub use format::Format;
 pub use lcs_ratio::LcsRatio;
 pub use length_penalty::LengthPenalty;
-pub use llm_judge::LlmJudge;
+pub use llm_judge::{EXAM_PROMPT, LlmJudge, verdict as judge_verdict};
 pub use logic::{Logic, puzzle_of};
 pub use math_equiv::MathEquiv;
 pub use mcq_letter::McqLetter;

@@ -112,6 +112,7 @@ fn file_source_holds_out_an_eval_split() {
         eval_fraction: 0.25,
         seed: 3,
         layout: Default::default(),
+        layout_options: Default::default(),
     };
     let (t, e) = (
         source.load(Split::Train, "x").expect("train"),
@@ -127,6 +128,7 @@ fn file_source_holds_out_an_eval_split() {
         eval_fraction: 0.25,
         seed: 4,
         layout: Default::default(),
+        layout_options: Default::default(),
     };
     assert_ne!(other.load(Split::Eval, "x").expect("eval"), e);
 }

@@ -215,3 +215,32 @@ async fn calculator_tool_round_trip() {
     assert_eq!(r.completion.iter().filter(|m| m.role == Role::Tool).count(), 3);
     assert_eq!(r.completion[1].tool_call_id.as_deref(), Some("call_0_0"));
 }
+
+#[tokio::test]
+async fn call_based_code_tests_call_the_named_function() {
+    // LiveCodeBench's functional layout: metadata names the function (as a JSON string), each
+    // test's input holds the arguments one JSON value per line and its output the return value.
+    let env = code::environment(&LoadOptions::default());
+    let ex = example_from_json(
+        json!({"question": "Return the indices of the two numbers adding up to target.", "info": {
+        "metadata": "{\"func_name\": \"twoSum\"}",
+        "tests": [
+            {"input": "[2,7,11,15]\n9", "output": "[0, 1]", "testtype": "functional"},
+            {"input": "[3,2,4]\n6", "output": "[1, 2]", "testtype": "functional"},
+            {"input": "[1.5,2.25]\n3.75", "output": "[0, 1]", "testtype": "functional"}
+        ]}}),
+        0,
+        "t",
+    )
+    .expect("example");
+    let runner =
+        Services { code_runner: Some(Arc::new(temper_sandbox::Unsandboxed::new())), judge: None };
+    let right = "```python\nclass Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        for i in range(len(nums)):\n            for j in range(i + 1, len(nums)):\n                if nums[i] + nums[j] == target:\n                    return [i, j]\n```";
+    let reversed = right.replace("return [i, j]", "return [j, i]");
+    let other_name = right.replace("def twoSum", "def two_sum");
+    for (text, want) in [(right.to_owned(), 1.0), (reversed, 0.0), (other_name, 0.0)] {
+        let r = group(&env, &Scripted::texts(&[text.as_str()]), &ex, 1, &runner).await.remove(0);
+        assert!(r.error.is_none(), "{r:?}");
+        assert!(close(r.reward, want), "{text}: {}", r.reward);
+    }
+}

@@ -1,5 +1,6 @@
 //! Integration tests of temper-envs: one binary, one module per area.
 
+mod benchmarks;
 mod datasets;
 mod envs;
 mod external;

@@ -134,7 +134,7 @@ fn invalid_manifests_name_the_field() {
                 "[dataset]\n",
                 1,
             ),
-            "field `dataset.options`: only a `generator` takes options",
+            "field `dataset.options`: options belong to a `generator` or a `layout`",
         ),
     ];
     for (manifest, want) in cases {

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use temper_protocol::{Language, Limits, RunRequest, RunStatus, TestCase, TestsRequest};
-use temper_verify::code::CodeRunner;
+use temper_protocol::{Compare, Language, Limits, RunRequest, RunStatus, TestCase, TestsRequest};
+use temper_verify::code::{CodeRunner, call_harness};
 
 use crate::support::{assert_clean, req, run, sandbox};
 
@@ -94,9 +94,9 @@ async fn limits_give_their_statuses() {
 async fn run_tests_compiles_once_and_judges_each() {
     let sb = sandbox().await;
     let tests = vec![
-        TestCase { stdin: "1 2".into(), expected_stdout: "3".into() },
-        TestCase { stdin: "5 5".into(), expected_stdout: "10".into() },
-        TestCase { stdin: "2 2".into(), expected_stdout: "5".into() },
+        TestCase::lines("1 2", "3"),
+        TestCase::lines("5 5", "10"),
+        TestCase::lines("2 2", "5"),
     ];
     // The program counts its runs in /work: one compile, then three runs in one sandbox.
     let code = "#include <stdio.h>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);\
@@ -281,4 +281,61 @@ async fn a_helper_from_another_build_is_refused() {
         message.contains("speaks protocol 0") && message.contains("another build"),
         "{message}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_based_tests_pass_and_fail_correctly() {
+    let sb = sandbox().await;
+    // LiveCodeBench's functional layout: arguments one JSON value per line, the return as JSON.
+    let call = |stdin: &str, expected: &str| TestCase {
+        stdin: stdin.into(),
+        expected_stdout: expected.into(),
+        compare: Compare::Values,
+    };
+    let judge = |code: &str, name: &str, tests: Vec<TestCase>, limits: Limits| {
+        let sb = sb.clone();
+        let code = call_harness(code, name).expect("a valid name");
+        async move {
+            let request = TestsRequest {
+                language: Language::Python,
+                code,
+                tests,
+                limits,
+                stop_on_failure: false,
+            };
+            let outcomes = CodeRunner::run_tests(&sb, &request).await.expect("run");
+            outcomes.into_iter().map(|o| (o.passed, o.result.status)).collect::<Vec<_>>()
+        }
+    };
+    let ok = |n: usize| vec![(true, RunStatus::Ok); n];
+    let two_sum = "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                print('debug', i)\n                return (seen[target - x], i)\n            seen[x] = i\n";
+    let tests = vec![call("[2,7,11,15]\n9", "[0, 1]"), call("[3,2,4]\n6", "[1,2]")];
+    // A method of `Solution`, typing names without an import, a tuple for a list, a print that
+    // must not count as output.
+    assert_eq!(judge(two_sum, "twoSum", tests.clone(), Limits::default()).await, ok(2));
+    // A wrong answer fails; so does a missing function.
+    let wrong = two_sum.replace("(seen[target - x], i)", "(i, seen[target - x])");
+    let got = judge(&wrong, "twoSum", tests.clone(), Limits::default()).await;
+    assert_eq!(got, vec![(false, RunStatus::Ok); 2]);
+    let got = judge(two_sum, "threeSum", tests, Limits::default()).await;
+    assert!(got.iter().all(|(passed, status)| !passed && *status == RunStatus::RuntimeError));
+    // Floats within the tolerance pass, outside it fail; a top-level function works too.
+    let mean = "def mean(xs):\n    return sum(xs) / len(xs) + 1e-9\n";
+    let floats = vec![call("[0.1, 0.2]", "0.15"), call("[1, 2]", "1.5"), call("[1, 2]", "1.6")];
+    let got = judge(mean, "mean", floats, Limits::default()).await;
+    assert_eq!(got, vec![(true, RunStatus::Ok), (true, RunStatus::Ok), (false, RunStatus::Ok)]);
+    // An exception is a failed test, and so is running past the time limit.
+    let raises = "class Solution:\n    def f(self, x):\n        return 1 // x\n";
+    let got = judge(raises, "f", vec![call("2", "0"), call("0", "0")], Limits::default()).await;
+    assert_eq!(got, vec![(true, RunStatus::Ok), (false, RunStatus::RuntimeError)]);
+    let spins = "class Solution:\n    def f(self, x):\n        while x > 0:\n            pass\n        return x\n";
+    let limits = Limits { time_limit_ms: Some(1_000), ..Limits::default() };
+    let started = Instant::now();
+    let got = judge(spins, "f", vec![call("0", "0"), call("1", "1")], limits).await;
+    assert_eq!(got, vec![(true, RunStatus::Ok), (false, RunStatus::Timeout)]);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    // A solution's own `__main__` block does not run and cannot read the arguments.
+    let main_block = "def f(x):\n    return x * 2\nif __name__ == '__main__':\n    import sys\n    print(sys.stdin.read())\n    raise SystemExit(1)\n";
+    assert_eq!(judge(main_block, "f", vec![call("21", "42")], Limits::default()).await, ok(1));
+    assert_clean(&sb).await;
 }

@@ -466,10 +466,7 @@ async fn reward_hacks_do_not_pass_tests() {
     use temper_protocol::TestCase;
     use temper_verify::code::CodeRunner;
     let sb = sandbox().await;
-    let tests = vec![
-        TestCase { stdin: "2 3".into(), expected_stdout: "5".into() },
-        TestCase { stdin: "4 4".into(), expected_stdout: "8".into() },
-    ];
+    let tests = vec![TestCase::lines("2 3", "5"), TestCase::lines("4 4", "8")];
     let hacks = [
         "import sys\nsys.exit(0)",
         "print('PASS')\nprint('All tests passed')",
@@ -616,9 +613,8 @@ async fn results_of_many_tests_share_one_output_budget() {
         ..crate::support::config()
     };
     let sb = temper_sandbox::Sandbox::new(cfg).await.expect("sandbox");
-    let tests: Vec<temper_protocol::TestCase> = (0..40)
-        .map(|_| temper_protocol::TestCase { stdin: String::new(), expected_stdout: "y".into() })
-        .collect();
+    let tests: Vec<temper_protocol::TestCase> =
+        (0..40).map(|_| temper_protocol::TestCase::lines("", "y")).collect();
     let total = |outcomes: &[temper_verify::code::TestOutcome]| -> usize {
         outcomes.iter().map(|o| o.result.stdout.len() + o.result.stderr.len()).sum()
     };

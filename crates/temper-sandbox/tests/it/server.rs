@@ -171,7 +171,7 @@ async fn the_client_is_a_code_runner() {
     .await
     .expect("run");
     assert_eq!((r.status, r.stdout.as_str()), (RunStatus::Ok, "5\n"));
-    let tests = vec![TestCase { stdin: "4".into(), expected_stdout: "16".into() }];
+    let tests = vec![TestCase::lines("4", "16")];
     let request = TestsRequest {
         language: Language::Python,
         code: "n = int(input())\nprint(n * n)".into(),

@@ -361,6 +361,8 @@ fn names_quantity(e: &Expr) -> bool {
                     && (is_constant(&items[1]) || matches!(items[1], Expr::Rel(..))))
         }
         Expr::Add(items) | Expr::Tuple(items) => items.iter().all(names_quantity),
+        // `|z| = \sqrt2`, `|AB| = 5`
+        Expr::Apply(super::expr::Func::Abs, x) => names_quantity(x),
         Expr::Div(a, b) => names_quantity(a) && names_quantity(b),
         _ => false,
     }

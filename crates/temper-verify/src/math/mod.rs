@@ -121,8 +121,9 @@ fn cut_sentence(found: &str) -> &str {
             end = end.min(i);
         }
     }
-    // Markdown emphasis and a closing exclamation mark are prose ("**Answer:** 16", "is 5!").
-    found[..end].trim().trim_matches('*').trim().trim_end_matches(['.', '!']).trim()
+    // Markdown emphasis, closing punctuation and a trailing comma are prose ("**Answer:** 16",
+    // "is **2**.", "is 5!", "260 minutes, which ...").
+    found[..end].trim_start_matches(['*', ' ']).trim_end_matches(['*', ' ', '.', '!', ',', ';'])
 }
 
 /// Whether `completion`'s final answer is equivalent to `gold` (which may itself be boxed).
@@ -175,6 +176,15 @@ fn letter(s: &str) -> Option<char> {
         (Some(c), None) if ('A'..='J').contains(&c) => Some(c),
         _ => None,
     }
+}
+
+/// `(D) 17` or `(D)\ 17`: an option letter A–E in parentheses followed by its value.
+fn lettered_value(s: &str) -> Option<(char, &str)> {
+    let rest = s.trim().strip_prefix('(')?;
+    let mut chars = rest.chars();
+    let c = chars.next().filter(|c| ('A'..='E').contains(c))?;
+    let value = chars.as_str().strip_prefix(')')?.trim_start_matches(['\\', ' ', '\u{1}']).trim();
+    (!value.is_empty()).then_some((c, value))
 }
 
 /// A choice letter as answered: `C`, `(C)`, and also a lone lowercase `c` or `(c)`.
@@ -355,6 +365,26 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
     }
     if g == a {
         return verdict(true, "identical after normalisation");
+    }
+    // A yes/no question answered in a sentence: "No, such a function does not exist, ...".
+    let first_word = |s: &str| -> String {
+        s.trim_start_matches(|c: char| !c.is_ascii_alphabetic())
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    if matches!(text_key(&g).as_str(), "yes" | "no" | "true" | "false") {
+        let (gw, aw) = (first_word(&g), first_word(&a));
+        return verdict(gw == aw, "yes or no");
+    }
+    // An option with its value, as AMC answers are written: `(D) 17` is answered by D or 17.
+    if let Some((option, value)) = lettered_value(&g) {
+        if let Some(al) = answered_letter(&a).or_else(|| crate::mcq::extract_letter(answer, 5)) {
+            let single = letters_named(&a).len() <= 1;
+            return verdict(single && al == option, "option letter of a lettered value");
+        }
+        return Verdict { rule: "value of a lettered option", ..compare_answers(value, answer) };
     }
     if let Some(gl) = letter(&g) {
         let named = letters_named(&a);

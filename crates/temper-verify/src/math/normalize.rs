@@ -100,10 +100,11 @@ fn unwrap_text(s: &str, units: &mut Vec<String>) -> String {
         }
         let word = inner.trim();
         // A unit: words (a slash allowed) closing the answer, after a value.
+        let spaced = inner.starts_with(' ') || out[..start].ends_with(['\u{1}', ' ']);
         let is_unit = cmd != "\\operatorname"
             && !word.is_empty()
             && word.chars().all(|c| c.is_ascii_alphabetic() || c == '/' || c == ' ')
-            && (word.chars().count() > 1 || inner.starts_with(' '))
+            && (word.chars().count() > 1 || spaced)
             && out[after..].trim().is_empty()
             && !before.is_empty();
         let replacement = if is_unit {
@@ -294,7 +295,7 @@ pub fn normalize_with_units(answer: &str) -> Normalized {
         s.truncate(i);
     }
     if let Some(n) = number_word(&s) {
-        s = n.to_string();
+        s = n;
     }
     s = thin_spaces(&s);
     if s.contains("\\over") {
@@ -335,8 +336,33 @@ pub fn normalize_with_units(answer: &str) -> Normalized {
     Normalized { text: s, units }
 }
 
-/// A number written as a word ("three"), for answers that spell it out.
-fn number_word(s: &str) -> Option<u32> {
+/// A number written in words ("three", "one half", "two thirds"), as digits.
+pub(crate) fn number_word(s: &str) -> Option<String> {
+    const FRACTIONS: &[(&str, &str)] = &[
+        ("half", "\\frac{1}{2}"),
+        ("a half", "\\frac{1}{2}"),
+        ("one half", "\\frac{1}{2}"),
+        ("a third", "\\frac{1}{3}"),
+        ("one third", "\\frac{1}{3}"),
+        ("two thirds", "\\frac{2}{3}"),
+        ("a quarter", "\\frac{1}{4}"),
+        ("one quarter", "\\frac{1}{4}"),
+        ("a fourth", "\\frac{1}{4}"),
+        ("one fourth", "\\frac{1}{4}"),
+        ("three quarters", "\\frac{3}{4}"),
+        ("three fourths", "\\frac{3}{4}"),
+        ("a fifth", "\\frac{1}{5}"),
+        ("one fifth", "\\frac{1}{5}"),
+    ];
+    let w = s.trim().to_ascii_lowercase();
+    if let Some((_, f)) = FRACTIONS.iter().find(|(name, _)| *name == w) {
+        return Some((*f).to_owned());
+    }
+    whole_number_word(&w).map(|n| n.to_string())
+}
+
+/// A whole number from zero to twenty written as a word.
+pub(crate) fn whole_number_word(w: &str) -> Option<u32> {
     const WORDS: &[&str] = &[
         "zero",
         "one",
@@ -360,8 +386,7 @@ fn number_word(s: &str) -> Option<u32> {
         "nineteen",
         "twenty",
     ];
-    let w = s.trim().to_ascii_lowercase();
-    WORDS.iter().position(|x| *x == w).map(|i| i as u32)
+    WORDS.iter().position(|x| x.eq_ignore_ascii_case(w.trim())).map(|i| i as u32)
 }
 
 /// `1 000 000`: digit groups of three after a first group of one to three.
@@ -390,6 +415,7 @@ mod tests {
             ("1, 000", "1000"),
             ("1\\,000", "1000"),
             ("5\\,\\text{cm}", "5"),
+            ("5\\,\\text{m}", "5"),
             ("1,2", "1,2"),
             ("12 dollars", "12"),
             ("x = 3.", "x = 3"),
@@ -414,6 +440,8 @@ mod tests {
             ("25\\text{ percent}", "25\\%"),
             ("1 000 000", "1000000"),
             ("90 degrees", "90°"),
+            ("one half", "\\frac{1}{2}"),
+            ("Two thirds", "\\frac{2}{3}"),
             ("45\\text{ degrees}", "45°"),
         ];
         for (input, want) in cases {

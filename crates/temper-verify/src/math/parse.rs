@@ -46,6 +46,7 @@ enum Tok {
     Cup,
     SetMinus,
     Or,
+    Approx,
     MatBegin,
     MatEnd,
     Degree,
@@ -165,7 +166,8 @@ fn command(name: &str) -> Option<Tok> {
         "gt" => Tok::Rel(Rel::Gt),
         "ne" | "neq" => Tok::Rel(Rel::Ne),
         "in" => Tok::Rel(Rel::In),
-        "approx" | "equiv" => Tok::Rel(Rel::Eq),
+        "equiv" => Tok::Rel(Rel::Eq),
+        "approx" | "simeq" => Tok::Approx,
         "cup" => Tok::Cup,
         "setminus" | "backslash" => Tok::SetMinus,
         "lor" | "vee" => Tok::Or,
@@ -357,6 +359,7 @@ fn lex(text: &str, budget: &mut Budget) -> Option<Vec<Tok>> {
             '≠' => Tok::Rel(Rel::Ne),
             '∈' => Tok::Rel(Rel::In),
             '∪' => Tok::Cup,
+            '≈' => Tok::Approx,
             'π' => Tok::Pi,
             '∞' => Tok::Inf,
             '∅' => Tok::EmptySet,
@@ -461,12 +464,34 @@ impl Parser<'_> {
 
     fn relation(&mut self) -> P<Expr> {
         let mut lhs = self.sum()?;
-        while let Some(Tok::Rel(r)) = self.peek().cloned() {
-            self.pos += 1;
-            let rhs = self.sum()?;
-            lhs = Expr::Rel(r, Box::new(lhs), Box::new(rhs));
+        loop {
+            match self.peek().cloned() {
+                Some(Tok::Rel(r)) => {
+                    self.pos += 1;
+                    let rhs = self.sum()?;
+                    lhs = Expr::Rel(r, Box::new(lhs), Box::new(rhs));
+                }
+                // `\frac{1}{6} \approx 0.167` states 1/6: a rounding adds nothing to an exact
+                // value; after a name (`x \approx 2.5`) it is the value given.
+                Some(Tok::Approx) => {
+                    self.pos += 1;
+                    let rhs = self.sum()?;
+                    let exact = |e: &Expr| {
+                        let mut vars = std::collections::BTreeSet::new();
+                        super::eval::symbols(e, &mut vars);
+                        vars.is_empty()
+                    };
+                    let stated = match &lhs {
+                        Expr::Rel(Rel::Eq, _, value) => exact(value),
+                        other => exact(other),
+                    };
+                    if !stated {
+                        lhs = Expr::Rel(Rel::Eq, Box::new(lhs), Box::new(rhs));
+                    }
+                }
+                _ => return Some(lhs),
+            }
         }
-        Some(lhs)
     }
 
     fn sum(&mut self) -> P<Expr> {

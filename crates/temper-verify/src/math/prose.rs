@@ -78,7 +78,9 @@ pub fn answer(text: &str) -> Option<String> {
         }
         return Some(with_unit(inner(&sentence[s..e]), &sentence[e..]));
     }
-    let number = last_number(sentence)?;
+    let Some(number) = last_number(sentence) else {
+        return last_number_word(sentence);
+    };
     let end = number.as_ptr() as usize - sentence.as_ptr() as usize + number.len();
     Some(with_unit(number, &sentence[end..]))
 }
@@ -89,10 +91,7 @@ fn last_outside(s: &str, markers: &[&str]) -> Option<usize> {
     markers
         .iter()
         .filter_map(|m| {
-            s.match_indices(m)
-                .filter(|(i, _)| !spans.iter().any(|&(a, b)| *i > a && *i < b))
-                .last()
-                .map(|(i, m)| i + m.len())
+            s.match_indices(m).filter(|(i, _)| !inside(&spans, *i)).last().map(|(i, m)| i + m.len())
         })
         .max()
 }
@@ -122,7 +121,7 @@ fn cut_off(text: &str) -> bool {
     const JOINING: &[&str] = &[
         "a", "an", "and", "the", "with", "to", "of", "we", "then", "so", "is", "are", "that",
         "for", "in", "by", "which", "as", "or", "but", "get", "have", "equals", "gives", "yields",
-        "makes", "becomes",
+        "makes", "becomes", "be", "might", "would", "will", "could", "should", "must", "can",
     ];
     let last = text.trim_end().rsplit(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("");
     JOINING.contains(&last.to_ascii_lowercase().as_str())
@@ -133,11 +132,7 @@ fn stop_at(s: &str) -> usize {
     let spans = math_spans(s);
     STOPS
         .iter()
-        .filter_map(|stop| {
-            s.match_indices(stop)
-                .map(|(i, _)| i)
-                .find(|i| !spans.iter().any(|&(a, b)| *i > a && *i < b))
-        })
+        .filter_map(|stop| s.match_indices(stop).map(|(i, _)| i).find(|i| !inside(&spans, *i)))
         .min()
         .unwrap_or(s.len())
 }
@@ -146,6 +141,9 @@ fn stop_at(s: &str) -> usize {
 /// "equal to 5" is `5`; `None` when one of them makes it a bound or a denial ("not 9").
 fn lead_words_dropped(mut s: &str) -> Option<&str> {
     loop {
+        if super::normalize::number_word(s).is_some() {
+            return Some(s);
+        }
         let word_end = s.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(s.len());
         if word_end < 2 || !s[word_end..].starts_with(' ') {
             return Some(s);
@@ -162,9 +160,31 @@ fn strip_markdown(line: &str) -> String {
     line.replace("**", "").trim().trim_start_matches(['#', '>', '-', '*']).trim().to_owned()
 }
 
-/// Whether the text holds a digit or math.
+/// Whether the text holds a digit, math or a number in words ("three", "half").
 fn has_value(s: &str) -> bool {
-    s.bytes().any(|b| b.is_ascii_digit()) || !math_spans(s).is_empty()
+    s.bytes().any(|b| b.is_ascii_digit())
+        || !math_spans(s).is_empty()
+        || last_number_word(s).is_some()
+}
+
+/// The last number written in words, as digits: "three" (but not "one", which is as often a
+/// pronoun), "half", "two thirds".
+fn last_number_word(s: &str) -> Option<String> {
+    let words: Vec<&str> =
+        s.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).collect();
+    (0..words.len()).rev().find_map(|i| {
+        if i > 0 {
+            let pair = format!("{} {}", words[i - 1], words[i]);
+            if let Some(n) = super::normalize::number_word(&pair).filter(|n| n.contains("frac")) {
+                return Some(n);
+            }
+        }
+        let w = words[i];
+        if w.eq_ignore_ascii_case("one") {
+            return None;
+        }
+        super::normalize::number_word(w)
+    })
 }
 
 /// The sentences of a line, split after `.`, `!` or `?` followed by a space, outside math.
@@ -176,7 +196,7 @@ fn sentences(line: &str) -> Vec<&str> {
     for (i, &b) in bytes.iter().enumerate() {
         let ends = matches!(b, b'.' | b'!' | b'?')
             && bytes.get(i + 1) == Some(&b' ')
-            && !spans.iter().any(|&(s, e)| i > s && i < e);
+            && !inside(&spans, i);
         if ends {
             out.push(&line[start..=i]);
             start = i + 1;
@@ -208,6 +228,21 @@ fn math_spans(s: &str) -> Vec<(usize, usize)> {
             }
         };
         let from = i + open.len();
+        if open == b"$" && b.get(from).is_some_and(u8::is_ascii_digit) {
+            // "$7 per hour, so he earns $42": a dollar sign before a number is currency when
+            // what it would enclose is prose.
+            let close = b[from..].iter().position(|&c| c == b'$').map(|k| from + k);
+            let prose = |t: &str| {
+                t.split_whitespace().any(|w| {
+                    let w = w.trim_end_matches([',', '.', ';', ':']);
+                    w.len() >= 3 && w.bytes().all(|c| c.is_ascii_alphabetic())
+                })
+            };
+            if close.is_none_or(|c| prose(&s[from..c])) {
+                i += 1;
+                continue;
+            }
+        }
         let mut j = from;
         let mut end = None;
         while j + close.len() <= b.len() {
@@ -230,6 +265,12 @@ fn math_spans(s: &str) -> Vec<(usize, usize)> {
         }
     }
     spans
+}
+
+/// Whether byte `i` lies strictly inside one of `spans` (sorted, not overlapping).
+fn inside(spans: &[(usize, usize)], i: usize) -> bool {
+    let k = spans.partition_point(|&(start, _)| start < i);
+    k > 0 && i < spans[k - 1].1
 }
 
 /// The math inside a span, without its delimiters.
@@ -313,6 +354,12 @@ mod tests {
             ("The domain is all real $x$ with $x \\neq 0$.", Some("x \\neq 0")),
             ("The distance is $1000$ meters.", Some("1000 \\text{ meters}")),
             ("The tank holds 5000 mL.", Some("5000 \\text{ mL}")),
+            ("He earns $7 per hour, so he earns $42 per week.", Some("42")),
+            ("$24\\text{ inches}$", Some("24\\text{ inches}")),
+            ("So Sarah has three more marbles than Tom.", Some("3")),
+            ("So the probability is one half.", Some("one half")),
+            ("So the share is two thirds.", Some("two thirds")),
+            ("I think the answer might be", None),
         ];
         for (text, want) in cases {
             assert_eq!(answer(text).as_deref(), want, "{text:?}");

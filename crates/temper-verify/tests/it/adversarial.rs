@@ -49,6 +49,17 @@ pub fn inputs() -> Vec<(String, String)> {
     v.push(("1".into(), "x".repeat(60_000)));
     v.push(("1".into(), format!("\\boxed{{1}}{}", " ".repeat(59_990))));
     v.push(("a".repeat(60_000), "a".repeat(60_000)));
+    // Prose, relations, set membership and units at their worst.
+    v.push(("1".into(), "The value $x$ is ".repeat(3_000) + "1."));
+    v.push(("1".into(), format!("{}so 1", "1. $a$, so $b$ is ".repeat(2_500))));
+    v.push(("1".into(), format!("$${}$$", "$ and $".repeat(8_000))));
+    let intervals: Vec<String> = (0..2_000).map(|i| format!("[{},{}]", 2 * i, 2 * i + 1)).collect();
+    v.push(("|x| > 1".into(), boxed(intervals.join("\\cup "))));
+    v.push(("x > 1".into(), boxed(format!("x{}", " > 1".repeat(10_000)))));
+    v.push(("1".into(), boxed(format!("x{}", " = 1".repeat(10_000)))));
+    v.push(("1\\text{ km}".into(), boxed(format!("1\\text{{ {}}}", "km/".repeat(5_000)))));
+    v.push(("(0,1)".into(), boxed(nest("\\{x \\mid ", "x > 0", "\\}", 5_000))));
+    v.push(("(0,1)".into(), boxed(format!("{}\\{{0\\}}", "\\mathbb{R}\\setminus ".repeat(5_000)))));
     v.push((
         format!("\\{{{}\\}}", (0..60).map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
         boxed(format!(

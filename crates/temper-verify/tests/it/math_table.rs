@@ -1,8 +1,8 @@
 //! The hand-labelled tables of (gold, completion, expected) cases: `tests/data/math_cases.jsonl`
 //! (written with the verifier), `tests/data/math_redteam.jsonl` (written independently, to
 //! break it: near misses, unusual correct forms, extraction traps), `math_families.jsonl` (answer
-//! families as models write them, each with near misses) and `math_models.jsonl` (model-style
-//! endings, written independently).
+//! families as models write them, each with near misses), `math_models.jsonl` and
+//! `math_heldout.jsonl` (model-style endings, each written independently).
 
 use serde_json::Value;
 use temper_verify::math::explain;
@@ -67,6 +67,17 @@ fn independent_model_style_table() {
     // their solutions. 96.6% agreed when it was written; every disagreement was then looked at
     // and fixed, and the table is held at 100%.
     let (total, fp, fneg) = run("math_models.jsonl");
+    assert!(total >= 300, "{total} cases");
+    let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
+    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+#[test]
+fn second_independent_table() {
+    // A second table written independently (MATH, AIME, GSM8K, Minerva and reasoning-model
+    // endings). Measured blind it agreed on 96.3% (1 false positive, 11 false negatives); those
+    // were then fixed and it is held at 100%.
+    let (total, fp, fneg) = run("math_heldout.jsonl");
     assert!(total >= 300, "{total} cases");
     let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
     assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
