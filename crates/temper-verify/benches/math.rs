@@ -267,6 +267,8 @@ fn main() {
             "answer-family table (prose, labels, relations, matrices, units)",
             "math_families.jsonl",
         ),
+        ("models", "model-style endings, written independently", "math_models.jsonl"),
+        ("heldout", "model-style endings, a second independent table", "math_heldout.jsonl"),
     ];
     let mv_python = python(&target);
     for (key, title, file) in tables {

@@ -9,6 +9,9 @@
 //! its own answer; a text that stops mid-sentence ("... which equals") states nothing.
 //! Everything here is linear in the text.
 
+/// Bytes at the end of a completion looked at for a stated answer.
+const PROSE_WINDOW: usize = 4096;
+
 /// Verbs that introduce a stated value.
 const COPULAS: &[&str] = &[" is ", " are ", " equals ", " was ", " were ", " be ", " becomes "];
 /// Where a stated value ends and a reason or a correction begins.
@@ -38,6 +41,12 @@ pub fn answer(text: &str) -> Option<String> {
     if cut_off(text) {
         return None;
     }
+    // A closing statement is near the end: only the last few thousand bytes are read.
+    let mut start = text.len().saturating_sub(PROSE_WINDOW);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let text = &text[start..];
     let line = text.lines().rev().map(strip_markdown).find(|l| has_value(l))?;
     let sentence = sentences(&line).into_iter().rev().find(|s| has_value(s))?;
     let mut sentence = sentence.trim().trim_end_matches(['.', '!', '?', ':']).trim();
@@ -170,20 +179,24 @@ fn has_value(s: &str) -> bool {
 /// The last number written in words, as digits: "three" (but not "one", which is as often a
 /// pronoun), "half", "two thirds".
 fn last_number_word(s: &str) -> Option<String> {
-    let words: Vec<&str> =
-        s.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).collect();
+    const FRACTIONS: &[&str] =
+        &["half", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth"];
+    let words: Vec<&str> = s
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| (3..=9).contains(&w.len()))
+        .collect();
     (0..words.len()).rev().find_map(|i| {
-        if i > 0 {
-            let pair = format!("{} {}", words[i - 1], words[i]);
-            if let Some(n) = super::normalize::number_word(&pair).filter(|n| n.contains("frac")) {
-                return Some(n);
-            }
-        }
         let w = words[i];
+        if FRACTIONS.iter().any(|f| f.eq_ignore_ascii_case(w)) {
+            let pair = i.checked_sub(1).map(|j| format!("{} {w}", words[j]));
+            return pair
+                .and_then(|p| super::normalize::number_word(&p))
+                .or_else(|| super::normalize::number_word(w));
+        }
         if w.eq_ignore_ascii_case("one") {
             return None;
         }
-        super::normalize::number_word(w)
+        super::normalize::whole_number_word(w).map(|n| n.to_string())
     })
 }
 
