@@ -30,14 +30,20 @@ fn run(table: &str) -> (usize, Vec<String>, Vec<String>) {
     (total, fp, fneg)
 }
 
-#[test]
-fn agrees_with_hand_labels() {
-    let (total, fp, fneg) = run("math_cases.jsonl");
-    assert!(total >= 200, "the table has {total} cases");
-    // The acceptance bar is 98% agreement; this table is held at 100% so that any new
-    // disagreement is looked at rather than absorbed.
+/// Runs a table held at 100%: every case must agree, so that a new disagreement is looked at
+/// rather than absorbed. The table must hold at least `min_cases`.
+fn held_at_full_agreement(table: &str, min_cases: usize) {
+    let (total, fp, fneg) = run(table);
+    assert!(total >= min_cases, "{table} has {total} cases");
     let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
     assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+#[test]
+fn agrees_with_hand_labels() {
+    // The acceptance bar is 98% agreement; this table is held at 100% so that any new
+    // disagreement is looked at rather than absorbed.
+    held_at_full_agreement("math_cases.jsonl", 200);
 }
 
 #[test]
@@ -55,10 +61,7 @@ fn independent_red_team_table() {
 fn answer_families_table() {
     // Answers as models write them, family by family (prose without a box, labelled answers,
     // relations, matrices, sets, notation, units), each with near misses that must stay wrong.
-    let (total, fp, fneg) = run("math_families.jsonl");
-    assert!(total >= 180, "{total} cases");
-    let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
-    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+    held_at_full_agreement("math_families.jsonl", 180);
 }
 
 #[test]
@@ -66,10 +69,7 @@ fn independent_model_style_table() {
     // Written independently of the verifier (by a writer who did not read it), as models end
     // their solutions. 96.6% agreed when it was written; every disagreement was then looked at
     // and fixed, and the table is held at 100%.
-    let (total, fp, fneg) = run("math_models.jsonl");
-    assert!(total >= 300, "{total} cases");
-    let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
-    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+    held_at_full_agreement("math_models.jsonl", 300);
 }
 
 #[test]
@@ -77,8 +77,5 @@ fn second_independent_table() {
     // A second table written independently (MATH, AIME, GSM8K, Minerva and reasoning-model
     // endings). Measured blind it agreed on 96.3% (1 false positive, 11 false negatives); those
     // were then fixed and it is held at 100%.
-    let (total, fp, fneg) = run("math_heldout.jsonl");
-    assert!(total >= 300, "{total} cases");
-    let wrong: Vec<String> = fp.into_iter().chain(fneg).collect();
-    assert!(wrong.is_empty(), "{} of {total} cases disagree:\n{}", wrong.len(), wrong.join("\n"));
+    held_at_full_agreement("math_heldout.jsonl", 300);
 }
