@@ -1,4 +1,5 @@
-//! Evaluation statistics: pass@k, and summaries of a set of rollouts.
+//! Evaluation statistics: pass@k, summaries of a set of rollouts, and 95% intervals of a mean
+//! over problems and of a paired difference between two runs.
 
 use std::collections::BTreeMap;
 
@@ -126,6 +127,59 @@ pub fn summarize(rollouts: &[Rollout], group_size: usize, pass_threshold: f64) -
     }
 }
 
+/// A mean over problems with its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The mean.
+    pub mean: f64,
+    /// Lower end of the 95% interval.
+    pub low: f64,
+    /// Upper end of the 95% interval.
+    pub high: f64,
+    /// Problems it is over.
+    pub n: usize,
+}
+
+/// The two-sided 97.5% quantile of Student's t with `df` degrees of freedom (1.96 past 30).
+fn t_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        31..=60 => 2.000 + (2.042 - 2.000) * (60 - df) as f64 / 30.0,
+        61..=120 => 1.980 + (2.000 - 1.980) * (120 - df) as f64 / 60.0,
+        _ => 1.960,
+    }
+}
+
+/// The mean of per-problem values (each problem's avg@k, or its pass@k) with a 95% interval
+/// from Student's t over problems: the problems are the sample, the samples per problem only
+/// make each value less noisy. One problem gives an unbounded interval; none gives `None`.
+pub fn mean_interval(values: &[f64]) -> Option<Estimate> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return Some(Estimate { mean, low: f64::NEG_INFINITY, high: f64::INFINITY, n });
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t_975(n - 1) * (var / n as f64).sqrt();
+    Some(Estimate { mean, low: mean - half, high: mean + half, n })
+}
+
+/// The difference `a − b` of two runs over the problems both have (matched by key), with a 95%
+/// interval from the paired differences; `None` when they share no problem.
+pub fn paired_difference<K: Ord>(a: &BTreeMap<K, f64>, b: &BTreeMap<K, f64>) -> Option<Estimate> {
+    let diffs: Vec<f64> = a.iter().filter_map(|(k, x)| b.get(k).map(|y| x - y)).collect();
+    mean_interval(&diffs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +214,36 @@ mod tests {
         }
         assert_eq!(pass_ks(3), [1, 2]);
         assert_eq!(pass_ks(8), [1, 2, 4, 8]);
+    }
+
+    #[test]
+    fn intervals_match_hand_computed_values() {
+        // [0, 1, 1, 0, 1]: mean 0.6, s = sqrt(0.3) = 0.547723, se = 0.244949, t(4) = 2.776.
+        let e = mean_interval(&[0.0, 1.0, 1.0, 0.0, 1.0]).expect("values");
+        assert!((e.mean - 0.6).abs() < 1e-12);
+        assert!((e.high - (0.6 + 2.776 * 0.244_948_974)).abs() < 1e-6, "{e:?}");
+        assert!((e.low - (0.6 - 2.776 * 0.244_948_974)).abs() < 1e-6, "{e:?}");
+        // Identical values: no spread.
+        let flat = mean_interval(&[0.5; 40]).expect("values");
+        assert_eq!((flat.low, flat.high), (0.5, 0.5));
+        assert!(mean_interval(&[]).is_none());
+        assert!(mean_interval(&[1.0]).expect("one").high.is_infinite());
+        // 200 problems: the normal quantile.
+        let many: Vec<f64> = (0..200).map(|i| f64::from(i % 2)).collect();
+        let e = mean_interval(&many).expect("values");
+        let se = (0.25f64 * 200.0 / 199.0 / 200.0).sqrt();
+        assert!((e.high - e.mean - 1.96 * se).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
+    fn paired_differences_use_shared_problems() {
+        let a = BTreeMap::from([(1, 1.0), (2, 0.5), (3, 1.0), (9, 0.0)]);
+        let b = BTreeMap::from([(1, 0.0), (2, 0.5), (3, 0.5), (4, 1.0)]);
+        // Shared 1, 2, 3: differences 1, 0, 0.5: mean 0.5, s = 0.5, se = 0.288675, t(2) = 4.303.
+        let d = paired_difference(&a, &b).expect("shared");
+        assert_eq!(d.n, 3);
+        assert!((d.mean - 0.5).abs() < 1e-12);
+        assert!((d.high - (0.5 + 4.303 * 0.288_675_135)).abs() < 1e-6, "{d:?}");
+        assert!(paired_difference(&a, &BTreeMap::from([(7, 1.0)])).is_none());
     }
 }
