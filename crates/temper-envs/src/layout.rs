@@ -284,6 +284,10 @@ fn test_list(column: &str, value: Option<Value>) -> Result<Vec<Value>, String> {
         if pickled.len() as u64 > MAX_TESTS_BYTES {
             return Err(format!("column `{column}` inflates past {MAX_TESTS_BYTES} bytes"));
         }
+        // Only a pickled string is read (no nested objects for the parser to build).
+        if !pickled_string(&pickled) {
+            return Err(bad("a pickled string"));
+        }
         serde_pickle::from_slice::<String>(&pickled, serde_pickle::DeOptions::new())
             .map_err(|_| bad("a pickled string"))?
     };
@@ -292,6 +296,17 @@ fn test_list(column: &str, value: Option<Value>) -> Result<Vec<Value>, String> {
         Ok(_) => Err(format!("column `{column}` holds JSON that is not a list")),
         Err(e) => Err(format!("column `{column}` is not valid JSON: {e}")),
     }
+}
+
+/// Whether `bytes` is a pickle (protocol 2 or later) whose first object is a string.
+fn pickled_string(bytes: &[u8]) -> bool {
+    let body = match bytes {
+        [0x80, _, 0x95, rest @ ..] if rest.len() > 8 => &rest[8..],
+        [0x80, _, rest @ ..] => rest,
+        _ => return false,
+    };
+    // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+    matches!(body.first(), Some(0x8c | 0x58 | 0x8d))
 }
 
 /// The prompt of a LiveCodeBench problem.

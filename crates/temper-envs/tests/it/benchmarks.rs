@@ -145,6 +145,22 @@ fn livecodebench_reads_packed_private_tests_and_a_date_window() {
         )
         .unwrap_err();
     assert!(bad.contains("public_test_cases"), "{bad}");
+    // Base64 of zlib of a pickled list, not a string, is refused before it is unpickled.
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut z, b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00]\x94.")
+        .expect("zlib");
+    let packed = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        z.finish().expect("zlib"),
+    );
+    let list = Layout::Livecodebench
+        .convert(
+            json!({"question_content": "q", "public_test_cases": "[]", "private_test_cases": packed, "metadata": "{}"}),
+            0,
+            0,
+        )
+        .unwrap_err();
+    assert!(list.contains("pickled string"), "{list}");
 }
 
 #[tokio::test]
