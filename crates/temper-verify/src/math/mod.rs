@@ -324,6 +324,30 @@ fn text_key(s: &str) -> String {
     }
 }
 
+/// Golds answered by a word or a letter before any math: a yes/no question answered in a
+/// sentence ("No, such a function does not exist, ..."), and an option with its value, as AMC
+/// answers are written (`(D) 17` is answered by D or by 17). `g` and `a` are normalised.
+fn worded_or_lettered(g: &str, a: &str, answer: &str) -> Option<Verdict> {
+    let verdict =
+        |equivalent, rule| Verdict { equivalent, rule, gold: g.to_owned(), answer: a.to_owned() };
+    let first_word = |s: &str| -> String {
+        s.trim_start_matches(|c: char| !c.is_ascii_alphabetic())
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    if matches!(text_key(g).as_str(), "yes" | "no" | "true" | "false") {
+        return Some(verdict(first_word(g) == first_word(a), "yes or no"));
+    }
+    let (option, value) = lettered_value(g)?;
+    if let Some(al) = answered_letter(a).or_else(|| crate::mcq::extract_letter(answer, 5)) {
+        let single = letters_named(a).len() <= 1;
+        return Some(verdict(single && al == option, "option letter of a lettered value"));
+    }
+    Some(Verdict { rule: "value of a lettered option", ..compare_answers(value, answer) })
+}
+
 fn compare_answers(gold: &str, answer: &str) -> Verdict {
     if gold.len() > MAX_EXTRACTED_CHARS || answer.len() > MAX_EXTRACTED_CHARS {
         return Verdict {
@@ -366,25 +390,8 @@ fn compare_answers(gold: &str, answer: &str) -> Verdict {
     if g == a {
         return verdict(true, "identical after normalisation");
     }
-    // A yes/no question answered in a sentence: "No, such a function does not exist, ...".
-    let first_word = |s: &str| -> String {
-        s.trim_start_matches(|c: char| !c.is_ascii_alphabetic())
-            .split(|c: char| !c.is_ascii_alphabetic())
-            .next()
-            .unwrap_or("")
-            .to_ascii_lowercase()
-    };
-    if matches!(text_key(&g).as_str(), "yes" | "no" | "true" | "false") {
-        let (gw, aw) = (first_word(&g), first_word(&a));
-        return verdict(gw == aw, "yes or no");
-    }
-    // An option with its value, as AMC answers are written: `(D) 17` is answered by D or 17.
-    if let Some((option, value)) = lettered_value(&g) {
-        if let Some(al) = answered_letter(&a).or_else(|| crate::mcq::extract_letter(answer, 5)) {
-            let single = letters_named(&a).len() <= 1;
-            return verdict(single && al == option, "option letter of a lettered value");
-        }
-        return Verdict { rule: "value of a lettered option", ..compare_answers(value, answer) };
+    if let Some(v) = worded_or_lettered(&g, &a, answer) {
+        return v;
     }
     if let Some(gl) = letter(&g) {
         let named = letters_named(&a);
