@@ -27,13 +27,21 @@ def packed(tests):
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
 
 
-write("aime.jsonl", [
+write("aime_2025.jsonl", [
     {"id": 1, "problem": "Find the number of positive divisors of $720$.", "answer": 30, "url": "", "year": 2025},
     {"id": 2, "problem": "Find the remainder when $3^{100}$ is divided by $1000$.", "answer": "1", "url": "", "year": 2025},
     {"id": 3, "problem": "How many ordered pairs $(a, b)$ of positive integers satisfy $a + b = 50$?", "answer": "049", "url": "", "year": 2025},
     {"id": 4, "problem": "Find the sum of all positive integers $n < 50$ such that $n^2 + 1$ is divisible by $5$.", "answer": "500", "url": "", "year": 2025},
     {"id": 5, "problem": "A regular polygon has interior angles of $156^\\circ$. How many sides does it have?", "answer": "15", "url": "", "year": 2025},
     {"id": 6, "problem": "Find the largest prime factor of $1001$.", "answer": "13", "url": "", "year": 2025},
+])
+
+# HuggingFace's AIME 2024 layout: capitalised `Problem` and `Answer`, an integer answer.
+write("aime_2024.jsonl", [
+    {"ID": "2024-I-1", "Problem": "What is the sum of the first $20$ positive odd integers?", "Answer": 400, "Solution": ""},
+    {"ID": "2024-I-2", "Problem": "How many positive integers less than $100$ are divisible by $3$ or $5$?", "Answer": 46, "Solution": ""},
+    {"ID": "2024-I-3", "Problem": "Find $\\binom{10}{3}$.", "Answer": 120, "Solution": ""},
+    {"ID": "2024-II-1", "Problem": "Find the remainder when $2^{20}$ is divided by $7$.", "Answer": 4, "Solution": ""},
 ])
 
 gpqa = [

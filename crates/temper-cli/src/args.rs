@@ -24,6 +24,11 @@ pub enum Command {
     /// and writes results.jsonl (one line per rollout, appended as each group finishes) and
     /// metadata.json (configuration and summary: mean reward, per-function means, pass@k, error
     /// rate, timings) to the output folder. A killed run continues with --resume.
+    ///
+    /// With --suite (`intellect3`, or a suite file), runs each benchmark of the suite with its
+    /// own protocol (samples per problem, sampling settings, scoring) over the files in --data,
+    /// one results folder per benchmark, and writes a report. `temper eval report RUN...` puts
+    /// runs side by side: avg@k, pass@k, 95% intervals and differences, as Markdown, JSON and PNG.
     Eval(Box<EvalArgs>),
     /// List the built-in environments.
     Envs,
@@ -680,10 +685,34 @@ pub enum SplitArg {
 
 /// `temper eval`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct EvalArgs {
+    /// Reports over finished runs.
+    #[command(subcommand)]
+    pub command: Option<EvalCommand>,
+
     /// A built-in environment name (see `temper envs`), a folder holding environment.toml, or
     /// a hub environment OWNER/NAME[@REQ] (installed on first use and pinned in temper.lock).
-    pub env: String,
+    #[arg(required_unless_present = "suite", conflicts_with = "suite")]
+    pub env: Option<String>,
+
+    /// Run a benchmark suite instead of one environment: a built-in suite (`intellect3`) or a
+    /// suite file. Each benchmark runs with the suite's protocol; -n, -r and the sampling flags,
+    /// when given, override every benchmark's.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub suite: Option<String>,
+
+    /// The folder holding the suite's data files (each benchmark's `data` names its file).
+    #[arg(long, value_name = "DIR", requires = "suite")]
+    pub data: Option<PathBuf>,
+
+    /// Run only these benchmarks of the suite (comma-separated names).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "suite")]
+    pub only: Vec<String>,
+
+    /// Print the suite file (to copy and edit) and exit.
+    #[arg(long, requires = "suite")]
+    pub print_suite: bool,
 
     /// Base URL of an OpenAI-compatible server (requests go to URL/chat/completions).
     #[arg(long, short = 'm', default_value = "http://localhost:8000/v1", value_name = "URL")]
@@ -697,13 +726,15 @@ pub struct EvalArgs {
     #[arg(long, default_value = env_vars::DEFAULT_API_KEY_VAR, value_name = "VAR")]
     pub api_key_var: String,
 
-    /// Examples to evaluate, from the start of the split (0 means all).
-    #[arg(short = 'n', long = "num-examples", default_value_t = 5)]
-    pub num_examples: usize,
+    /// Examples to evaluate, from the start of the split (0 means all) [default: 5; with
+    /// --suite, each benchmark's `num_examples`].
+    #[arg(short = 'n', long = "num-examples")]
+    pub num_examples: Option<usize>,
 
-    /// Rollouts per example (pass@k is reported for k = 1, 2, 4, ... up to this).
-    #[arg(short = 'r', long = "rollouts-per-example", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub rollouts: u32,
+    /// Rollouts per example (pass@k is reported for k = 1, 2, 4, ... up to this) [default: 3;
+    /// with --suite, each benchmark's `samples`].
+    #[arg(short = 'r', long = "rollouts-per-example", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub rollouts: Option<u32>,
 
     /// Most requests in flight to the model server at any moment.
     #[arg(short = 'c', long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -741,7 +772,8 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 0)]
     pub data_seed: u64,
 
-    /// Output folder (default: outputs/evals/ENV--MODEL/TIMESTAMP; with --resume, the latest).
+    /// Output folder (default: outputs/evals/ENV--MODEL/TIMESTAMP, or suite-NAME--MODEL for a
+    /// suite; with --resume, the latest).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
 
@@ -757,9 +789,10 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 600.0)]
     pub timeout_s: f64,
 
-    /// Reward at or above which a rollout counts as passing for pass@k.
-    #[arg(long, default_value_t = 0.5)]
-    pub pass_threshold: f64,
+    /// Reward at or above which a rollout counts as passing for pass@k [default: 0.5; with
+    /// --suite, each benchmark's `pass_threshold`].
+    #[arg(long)]
+    pub pass_threshold: Option<f64>,
 
     /// Base URL of the judge model for `llm_judge` rewards (default: the evaluated model).
     #[arg(long, value_name = "URL")]
@@ -790,4 +823,34 @@ pub struct EvalArgs {
     /// only; model-written code still needs a sandbox or --allow-unsandboxed-code.
     #[arg(long)]
     pub allow_external_command: bool,
+}
+
+/// `temper eval ...` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// A table of every benchmark of one or more runs, with differences from the first run.
+    ///
+    /// Each RUN is the output folder of `temper eval` or of `temper eval --suite`. For each
+    /// benchmark and run: avg@k (the mean over problems of each problem's mean reward) and pass@k
+    /// with 95% intervals over problems, and each later run's difference from the first over the
+    /// problems both finished, with its interval. Prints the table as Markdown and writes
+    /// report.md, report.json and avg_at_k.png.
+    Report(EvalReportArgs),
+}
+
+/// `temper eval report`.
+#[derive(Debug, Args)]
+pub struct EvalReportArgs {
+    /// Run folders; the first is the baseline of the differences.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+
+    /// What to call each run, in order (repeatable; default: the model name the run recorded,
+    /// with the folder's name when two runs share one).
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+
+    /// Where to write the files (default: RUN/report for one run, else outputs/reports/TIMESTAMP).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }

@@ -27,10 +27,12 @@ pub mod model;
 pub mod package;
 pub mod parser;
 pub mod registry;
+pub mod report;
 pub mod rewards;
 pub mod rollout;
 pub mod rubric;
 pub mod stats;
+pub mod suite;
 pub mod tools;
 
 pub use dataset::{DataSource, Example, Generator, Split};

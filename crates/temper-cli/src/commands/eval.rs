@@ -9,76 +9,154 @@ use anyhow::{Context, bail, ensure};
 use indicatif::{ProgressBar, ProgressStyle};
 use temper_client::{Limited, OpenAiClient, RetryPolicy};
 use temper_envs::eval::{self, EvalReport, EvalRun, Progress};
+use temper_envs::report;
+use temper_envs::suite::{Benchmark, Sampling, Suite};
 use temper_envs::{ChatModel, Environment, LoadOptions, Services, Split};
 use temper_protocol::SamplingParams;
 use temper_verify::code::CodeRunner;
 
-use crate::args::{EvalArgs, SplitArg};
+use crate::args::{EvalArgs, EvalCommand, SplitArg};
 
 pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
-    let sampling = sampling(&args)?;
-    ensure!(
-        args.timeout_s.is_finite() && args.timeout_s > 0.0,
-        "--timeout-s must be a positive number of seconds"
-    );
-    ensure!(args.pass_threshold.is_finite(), "--pass-threshold must be a finite number");
-    if !args.model.starts_with("http://") && !args.model.starts_with("https://") {
-        bail!(
-            "--model {}: expected the base URL of an OpenAI-compatible server (http:// or https://); \
-             serve a local model with an inference server and pass its URL",
-            args.model
-        );
+    if let Some(EvalCommand::Report(report)) = args.command {
+        return super::eval_report::run(&report);
     }
-
+    if let Some(suite) = args.suite.clone() {
+        return run_suite(&args, &suite).await;
+    }
+    let name = args.env.clone().context("name an environment, or a suite with --suite")?;
+    let common = Common::new(&args).await?;
     let load = LoadOptions {
         seed: args.data_seed,
         allow_external: args.allow_external_command,
         ..LoadOptions::default()
     };
-    let spec = super::env::resolve_spec(&args.env).await?;
+    let spec = super::env::resolve_spec(&name).await?;
     let env = temper_envs::load(&spec, &load)
-        .with_context(|| format!("cannot load environment `{}`", args.env))?;
+        .with_context(|| format!("cannot load environment `{name}`"))?;
 
-    let api_key = std::env::var(&args.api_key_var).ok().filter(|k| !k.is_empty());
-    let retry = RetryPolicy { max_retries: args.max_retries, ..RetryPolicy::default() };
-    let timeout = Duration::from_secs_f64(args.timeout_s);
-    let client = OpenAiClient::new(&args.model, &args.model_name, api_key.clone())?
-        .with_retry(retry)
-        .with_timeout(timeout);
-    let model = Arc::new(Limited::new(client, args.concurrency as usize));
-    let judge: Arc<dyn ChatModel> = match &args.judge_model {
-        Some(url) => {
-            let name = args.judge_model_name.as_deref().unwrap_or(&args.model_name);
-            let key = args
-                .judge_api_key_var
-                .as_deref()
-                .and_then(|var| std::env::var(var).ok())
-                .filter(|k| !k.is_empty());
-            Arc::new(OpenAiClient::new(url, name, key)?.with_retry(retry).with_timeout(timeout))
-        }
-        // The same server: share the concurrency limit.
-        None => model.clone(),
-    };
-    let (code_runner, runner_name, local_sandbox) = code_runner(&args).await?;
-    let services = Services { code_runner, judge: Some(judge) };
-
-    let dir = output_dir(&args, &env)?;
+    let dir = output_dir(&args, &env.info.name)?;
     let config = EvalRun {
-        num_examples: args.num_examples,
-        rollouts_per_example: args.rollouts,
+        num_examples: args.num_examples.unwrap_or(5),
+        rollouts_per_example: args.rollouts.unwrap_or(3),
         split: if args.split == SplitArg::Eval { Split::Eval } else { Split::Train },
-        sampling,
-        pass_threshold: args.pass_threshold,
-        model_url: args.model.clone(),
-        model_name: args.model_name.clone(),
-        judge: args.judge_model.clone().map(|url| {
-            (url, args.judge_model_name.clone().unwrap_or_else(|| args.model_name.clone()))
-        }),
-        code_runner: runner_name,
+        sampling: common.sampling.params(),
+        pass_threshold: args.pass_threshold.unwrap_or(0.5),
         load,
-        concurrency: args.concurrency as usize,
+        ..common.run_template(&args)
     };
 
+    let bar = progress_bar();
+    let on_progress = |p: Progress| {
+        bar.set_length(p.groups_total as u64);
+        bar.set_position(p.groups_done as u64);
+        bar.set_message(format!("reward {:.3} errors {}", p.reward_mean, p.errors));
+    };
+    let report = eval::run(
+        &env,
+        common.model.as_ref(),
+        &common.services,
+        &config,
+        &dir,
+        args.resume,
+        &on_progress,
+    )
+    .await
+    .with_context(|| format!("evaluation of `{}` failed", env.info.name))?;
+    bar.finish_and_clear();
+    common.shutdown().await;
+    print!("{}", summary_table(&env, &config, &report, &dir));
+    if let Some(first) = &report.all_failed {
+        bail!("every rollout failed to get a reply from the model: {first}");
+    }
+    Ok(())
+}
+
+/// What every evaluation of one command shares: the model, the judge and code runner, and the
+/// sampling flags.
+struct Common {
+    model: Arc<Limited<OpenAiClient>>,
+    services: Services,
+    runner_name: Option<String>,
+    local_sandbox: Option<temper_sandbox::Sandbox>,
+    /// The sampling flags given on the command line.
+    sampling: Sampling,
+}
+
+impl Common {
+    async fn new(args: &EvalArgs) -> anyhow::Result<Common> {
+        let sampling = sampling(args)?;
+        ensure!(
+            args.timeout_s.is_finite() && args.timeout_s > 0.0,
+            "--timeout-s must be a positive number of seconds"
+        );
+        if let Some(t) = args.pass_threshold {
+            ensure!(t.is_finite(), "--pass-threshold must be a finite number");
+        }
+        if !args.model.starts_with("http://") && !args.model.starts_with("https://") {
+            bail!(
+                "--model {}: expected the base URL of an OpenAI-compatible server (http:// or https://); \
+                 serve a local model with an inference server and pass its URL",
+                args.model
+            );
+        }
+        let api_key = std::env::var(&args.api_key_var).ok().filter(|k| !k.is_empty());
+        let retry = RetryPolicy { max_retries: args.max_retries, ..RetryPolicy::default() };
+        let timeout = Duration::from_secs_f64(args.timeout_s);
+        let client = OpenAiClient::new(&args.model, &args.model_name, api_key)?
+            .with_retry(retry)
+            .with_timeout(timeout);
+        let model = Arc::new(Limited::new(client, args.concurrency as usize));
+        let judge: Arc<dyn ChatModel> = match &args.judge_model {
+            Some(url) => {
+                let name = args.judge_model_name.as_deref().unwrap_or(&args.model_name);
+                let key = args
+                    .judge_api_key_var
+                    .as_deref()
+                    .and_then(|var| std::env::var(var).ok())
+                    .filter(|k| !k.is_empty());
+                Arc::new(OpenAiClient::new(url, name, key)?.with_retry(retry).with_timeout(timeout))
+            }
+            // The same server: share the concurrency limit.
+            None => model.clone(),
+        };
+        let (code_runner, runner_name, local_sandbox) = code_runner(args).await?;
+        Ok(Common {
+            model,
+            services: Services { code_runner, judge: Some(judge) },
+            runner_name,
+            local_sandbox,
+            sampling,
+        })
+    }
+
+    /// The parts of an [`EvalRun`] that come from the command line and not the environment.
+    fn run_template(&self, args: &EvalArgs) -> EvalRun {
+        EvalRun {
+            num_examples: 0,
+            rollouts_per_example: 1,
+            split: Split::Eval,
+            sampling: SamplingParams::default(),
+            pass_threshold: 0.5,
+            model_url: args.model.clone(),
+            model_name: args.model_name.clone(),
+            judge: args.judge_model.clone().map(|url| {
+                (url, args.judge_model_name.clone().unwrap_or_else(|| args.model_name.clone()))
+            }),
+            code_runner: self.runner_name.clone(),
+            load: LoadOptions::default(),
+            concurrency: args.concurrency as usize,
+        }
+    }
+
+    async fn shutdown(self) {
+        if let Some(sandbox) = self.local_sandbox {
+            sandbox.shutdown().await;
+        }
+    }
+}
+
+fn progress_bar() -> ProgressBar {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template(
@@ -86,23 +164,138 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let on_progress = |p: Progress| {
-        bar.set_length(p.groups_total as u64);
-        bar.set_position(p.groups_done as u64);
-        bar.set_message(format!("reward {:.3} errors {}", p.reward_mean, p.errors));
-    };
-    let report =
-        eval::run(&env, model.as_ref(), &services, &config, &dir, args.resume, &on_progress)
-            .await
-            .with_context(|| format!("evaluation of `{}` failed", env.info.name))?;
+    bar
+}
+
+/// `temper eval --suite`: every (chosen) benchmark in turn, each in its own folder of the
+/// suite's output folder, under one progress bar; then the report.
+async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
+    let suite = Suite::resolve(name)?;
+    if args.print_suite {
+        print!("{}", suite.text);
+        return Ok(());
+    }
+    let data = args.data.as_deref().with_context(|| {
+        format!(
+            "--suite {name} needs --data DIR: the folder holding its benchmarks' files ({})",
+            suite.benchmark.iter().map(|b| b.data.as_str()).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    ensure!(data.is_dir(), "--data {}: not a folder", data.display());
+    for only in &args.only {
+        ensure!(
+            suite.get(only).is_some(),
+            "--only {only}: suite {} has no such benchmark ({})",
+            suite.suite.name,
+            suite.benchmark.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let chosen: Vec<&Benchmark> = suite
+        .benchmark
+        .iter()
+        .filter(|b| args.only.is_empty() || args.only.contains(&b.name))
+        .collect();
+
+    // Every benchmark's data is read before any model time is spent, and all problems are
+    // reported at once.
+    let mut planned = Vec::new();
+    let mut problems = Vec::new();
+    for b in &chosen {
+        match b.environment(&suite, data).and_then(|env| {
+            let n = env.examples(Split::Eval)?.len();
+            Ok((env, n))
+        }) {
+            Ok((env, n)) => planned.push((*b, env, n)),
+            Err(e) => problems.push(format!("  {}: {e}", b.name)),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("the suite's data is not ready:\n{}", problems.join("\n"));
+    }
+
+    let common = Common::new(args).await?;
+    let dir = output_dir(args, &format!("suite-{}", suite.suite.name))?;
+    let kept = dir.join(report::SUITE_FILE);
+    if !args.resume
+        && dir.exists()
+        && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true)
+    {
+        bail!(
+            "{} already holds a run; pass --resume to continue it or choose another --output",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if !kept.exists() {
+        temper_protocol::fsio::write_atomic(&kept, suite.text.as_bytes())
+            .with_context(|| format!("cannot write {}", kept.display()))?;
+    }
+
+    let configs: Vec<EvalRun> = planned
+        .iter()
+        .map(|(b, _, _)| EvalRun {
+            num_examples: args.num_examples.unwrap_or(b.num_examples),
+            rollouts_per_example: args.rollouts.unwrap_or(b.samples),
+            split: Split::Eval,
+            sampling: b.sampling(&suite).with(&common.sampling).params(),
+            pass_threshold: args.pass_threshold.unwrap_or(b.pass_threshold),
+            load: LoadOptions { seed: b.seed, ..LoadOptions::default() },
+            ..common.run_template(args)
+        })
+        .collect();
+    let groups: Vec<usize> = planned
+        .iter()
+        .zip(&configs)
+        .map(|((_, _, n), c)| if c.num_examples > 0 { c.num_examples.min(*n) } else { *n })
+        .collect();
+    let bar = progress_bar();
+    bar.set_length(groups.iter().sum::<usize>() as u64);
+    let mut before = 0usize;
+    for (i, ((b, env, _), config)) in planned.iter().zip(&configs).enumerate() {
+        let sub = dir.join(&b.name);
+        let resume = args.resume && sub.join(eval::METADATA).exists();
+        let label = format!("{} ({}/{})", b.name, i + 1, planned.len());
+        let on_progress = |p: Progress| {
+            bar.set_position((before + p.groups_done) as u64);
+            bar.set_message(format!("{label} reward {:.3} errors {}", p.reward_mean, p.errors));
+        };
+        let outcome = eval::run(
+            env,
+            common.model.as_ref(),
+            &common.services,
+            config,
+            &sub,
+            resume,
+            &on_progress,
+        )
+        .await
+        .with_context(|| format!("benchmark `{}` failed", b.name))?;
+        if let Some(first) = &outcome.all_failed {
+            bar.abandon();
+            bail!(
+                "benchmark `{}`: every sample failed to get a reply from the model: {first} \
+                 (the finished benchmarks are kept; --resume continues)",
+                b.name
+            );
+        }
+        before += groups[i];
+        bar.println(format!(
+            "{:<16} {} problems × {}  mean reward {:.4}  errors {}",
+            b.name,
+            outcome.summary.examples,
+            config.rollouts_per_example,
+            outcome.summary.reward_mean,
+            outcome.summary.errors
+        ));
+    }
     bar.finish_and_clear();
-    if let Some(sandbox) = local_sandbox {
-        sandbox.shutdown().await;
-    }
-    print!("{}", summary_table(&env, &config, &report, &dir));
-    if let Some(first) = &report.all_failed {
-        bail!("every rollout failed to get a reply from the model: {first}");
-    }
+    common.shutdown().await;
+
+    let run = report::Run::read(&dir, Some(args.model_name.clone()))?;
+    let out = dir.join("report");
+    let written = super::eval_report::write(&report::report(&[run]), &out)?;
+    print!("{}", written.markdown);
+    println!("\nresults   {}\nreport    {}", dir.display(), out.display());
     Ok(())
 }
 
@@ -150,7 +343,8 @@ pub(crate) async fn code_runner_for(
     }
 }
 
-fn sampling(args: &EvalArgs) -> anyhow::Result<SamplingParams> {
+/// The sampling flags of the command line (unset ones stay unset).
+fn sampling(args: &EvalArgs) -> anyhow::Result<Sampling> {
     if let Some(t) = args.temperature {
         ensure!(t.is_finite() && t >= 0.0, "--temperature must be at least 0, not {t}");
     }
@@ -160,19 +354,18 @@ fn sampling(args: &EvalArgs) -> anyhow::Result<SamplingParams> {
     if let Some(p) = args.min_p {
         ensure!((0.0..=1.0).contains(&p), "--min-p must be in [0, 1], not {p}");
     }
-    Ok(SamplingParams {
+    Ok(Sampling {
         temperature: args.temperature,
         top_p: args.top_p,
         top_k: args.top_k,
         min_p: args.min_p,
         max_tokens: args.max_tokens,
         seed: args.seed,
-        stop: Vec::new(),
     })
 }
 
-/// `--output`, or `outputs/evals/ENV--MODEL/TIMESTAMP` (with `--resume`, the latest such folder).
-fn output_dir(args: &EvalArgs, env: &Environment) -> anyhow::Result<PathBuf> {
+/// `--output`, or `outputs/evals/NAME--MODEL/TIMESTAMP` (with `--resume`, the latest such folder).
+fn output_dir(args: &EvalArgs, name: &str) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &args.output {
         return Ok(dir.clone());
     }
@@ -181,7 +374,7 @@ fn output_dir(args: &EvalArgs, env: &Environment) -> anyhow::Result<PathBuf> {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
         .collect();
-    let parent = Path::new("outputs").join("evals").join(format!("{}--{model}", env.info.name));
+    let parent = Path::new("outputs").join("evals").join(format!("{name}--{model}"));
     if args.resume {
         let latest = std::fs::read_dir(&parent)
             .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?

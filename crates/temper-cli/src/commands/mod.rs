@@ -4,6 +4,7 @@ mod doctor;
 mod env;
 mod envs;
 mod eval;
+mod eval_report;
 mod hub;
 mod inference;
 mod orchestrator;

@@ -20,7 +20,13 @@ use crate::args::PlotArgs;
 
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 540;
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
+
+/// Registers the embedded DejaVu Sans as [`FONT`].
+pub(crate) fn register_font() -> anyhow::Result<()> {
+    plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| anyhow!("the embedded font did not load"))
+}
 
 /// One line of a chart: points sorted by step, the last value of a step kept (a resumed run
 /// may repeat one).
@@ -56,8 +62,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     }
     let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| anyhow!("the embedded font did not load"))?;
+    register_font()?;
     let mut stdout = std::io::stdout().lock();
     for chart in &charts {
         use std::io::Write as _;

@@ -25,7 +25,7 @@ fn load(name: &str, layout: Layout, seed: u64, options: &LayoutOptions) -> Vec<E
 
 #[test]
 fn aime_rows_keep_their_answers_as_text() {
-    let rows = load("aime.jsonl", Layout::Aime, 0, &LayoutOptions::default());
+    let rows = load("aime_2025.jsonl", Layout::Aime, 0, &LayoutOptions::default());
     assert_eq!(rows.len(), 6);
     assert!(rows[0].prompt[0].content.contains("divisors of $720$"));
     // An integer answer is read as its digits; a zero-padded one is kept as written.
