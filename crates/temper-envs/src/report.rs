@@ -9,7 +9,8 @@
 //! - avg@k of a problem is the mean reward of its k samples; pass@k is the unbiased estimate of
 //!   the chance that at least one of k samples passes (reward at or above the run's pass
 //!   threshold, and no error). A benchmark's figure is the mean over its problems, with a
-//!   Student-t interval over problems ([`crate::stats::mean_interval`]).
+//!   Student-t interval over problems ([`crate::stats::mean_interval`]), cut to [0, 1] when
+//!   every problem's value lies there.
 //! - The difference of two runs is taken over the problems both finished, pairing each
 //!   problem's avg@k ([`crate::stats::paired_difference`]).
 
@@ -246,6 +247,17 @@ fn per_problem(b: &BenchmarkRun) -> BTreeMap<u64, f64> {
         .collect()
 }
 
+/// [`mean_interval`], with the interval cut to `[0, 1]` when every value lies there (a share
+/// cannot leave it, though the t interval of a small sample can).
+fn share_interval(values: &[f64]) -> Option<Estimate> {
+    let e = mean_interval(values)?;
+    if values.iter().all(|v| (0.0..=1.0).contains(v)) {
+        Some(Estimate { low: e.low.max(0.0), high: e.high.min(1.0), ..e })
+    } else {
+        Some(e)
+    }
+}
+
 /// A benchmark's figures.
 pub fn benchmark_stats(run: &str, b: &BenchmarkRun) -> BenchmarkStats {
     let avg: Vec<f64> = per_problem(b).into_values().collect();
@@ -257,7 +269,7 @@ pub fn benchmark_stats(run: &str, b: &BenchmarkRun) -> BenchmarkStats {
                 .values()
                 .map(|s| pass_at_k(s.len(), s.iter().filter(|(_, p)| *p).count(), k))
                 .collect();
-            mean_interval(&values).map(|e| (k, e))
+            share_interval(&values).map(|e| (k, e))
         })
         .collect();
     BenchmarkStats {
@@ -266,7 +278,7 @@ pub fn benchmark_stats(run: &str, b: &BenchmarkRun) -> BenchmarkStats {
         problems: b.problems.len(),
         complete: b.complete,
         errors: b.errors,
-        avg_at_k: mean_interval(&avg),
+        avg_at_k: share_interval(&avg),
         pass_at_k: pass_at,
     }
 }
@@ -312,7 +324,8 @@ pub fn report(runs: &[Run]) -> Report {
 
 /// A share as a percentage with one decimal.
 fn pct(x: f64) -> String {
-    if x.is_finite() { format!("{:.1}", 100.0 * x) } else { "∞".into() }
+    // Adding 0 turns −0 into 0.
+    if x.is_finite() { format!("{:.1}", 100.0 * x + 0.0) } else { "∞".into() }
 }
 
 /// An interval as `low – high` in percent (unbounded with one problem).

@@ -107,6 +107,7 @@ fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
         .disable_x_mesh()
         .x_labels(0)
         .y_desc("avg@k (%)")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style((FONT, 14))
         .draw()?;
     let slot = 0.8 / runs.len().max(1) as f64;
@@ -134,9 +135,10 @@ fn draw(report: &Report, path: &Path) -> anyhow::Result<()> {
                     whiskers.push(PathElement::new(seg, BLACK.stroke_width(2)));
                 }
             }
+            let top = if e.high.is_finite() { y.max((100.0 * e.high).min(100.0)) } else { y };
             values.push(Text::new(
-                format!("{y:.1}"),
-                (mid, y),
+                format!("{:.1}", y + 0.0),
+                (mid, top + 1.0),
                 (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Bottom)),
             ));
         }

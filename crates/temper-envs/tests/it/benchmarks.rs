@@ -214,3 +214,152 @@ async fn livecodebench_problems_grade_stdin_and_call_based_solutions() {
         "compared as values, 2.3333333333333335 answers 2.3333333333: {r:?}"
     );
 }
+
+fn fixtures_dir() -> PathBuf {
+    fixture("")
+}
+
+#[test]
+fn intellect3_suite_reads_every_benchmark_over_the_fixtures() {
+    use temper_envs::Split;
+    use temper_envs::suite::Suite;
+    let suite = Suite::resolve("intellect3").expect("built in");
+    let got: Vec<(String, u32, usize)> = suite
+        .benchmark
+        .iter()
+        .map(|b| {
+            let env = b.environment(&suite, &fixtures_dir()).expect(&b.name);
+            (b.name.clone(), b.samples, env.examples(Split::Eval).expect("rows").len())
+        })
+        .collect();
+    let want = [
+        ("aime2024", 32, 4),
+        ("aime2025", 32, 6),
+        ("livecodebench", 2, 4), // v6's window leaves one problem out
+        ("gpqa-diamond", 4, 6),
+        ("hle", 1, 4), // the text subset
+        ("mmlu-pro", 1, 6),
+    ];
+    let want: Vec<(String, u32, usize)> =
+        want.iter().map(|(n, s, c)| (n.to_string(), *s, *c)).collect();
+    assert_eq!(got, want);
+    let aime = suite.get("aime2024").expect("aime2024");
+    assert_eq!(aime.sampling(&suite).temperature, Some(0.6));
+    assert_eq!(aime.sampling(&suite).max_tokens, Some(65536));
+
+    // The content hash follows the data: an edited file makes a different benchmark.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let copy = tmp.path().join("aime_2024.jsonl");
+    std::fs::copy(fixture("aime_2024.jsonl"), &copy).expect("copy");
+    let before = aime.environment(&suite, tmp.path()).expect("env").info.content_hash;
+    assert_eq!(before, aime.environment(&suite, &fixtures_dir()).expect("env").info.content_hash);
+    let mut text = std::fs::read_to_string(&copy).expect("read");
+    text = text.replace("\"Answer\": 400", "\"Answer\": 401");
+    std::fs::write(&copy, text).expect("write");
+    assert_ne!(before, aime.environment(&suite, tmp.path()).expect("env").info.content_hash);
+    // A missing file names where it was looked for.
+    let missing = suite.get("mmlu-pro").expect("mmlu").environment(&suite, tmp.path()).unwrap_err();
+    let message = missing.to_string();
+    assert!(
+        message.contains("mmlu_pro.jsonl") && message.contains("mmlu_pro.parquet"),
+        "{message}"
+    );
+}
+
+#[test]
+fn suite_files_are_checked_field_by_field() {
+    use temper_envs::suite::Suite;
+    let base = "[suite]\nname = \"mine\"\n\n[[benchmark]]\nname = \"aa\"\ndata = \"a\"\nrubric = [{ reward = \"exact_match\" }]\n";
+    assert!(Suite::parse(base, std::path::Path::new("s.toml")).is_ok());
+    for (bad, needle) in [
+        (base.replace("data = \"a\"", "data = \"../a\""), "benchmark[0].data"),
+        (base.replace("data = \"a\"", "data = \"a\"\nsamples = 0"), "benchmark[0].samples"),
+        (base.replace("data = \"a\"", "data = \"a\"\nsampels = 2"), "unknown field `sampels`"),
+        (base.replace("data = \"a\"", "data = \"a\"\nparser = \"nope\""), "benchmark[0].parser"),
+        (
+            base.replace("data = \"a\"", "data = \"a\"\noptions = { from = \"2024-01-01\" }"),
+            "benchmark[0].options",
+        ),
+        (
+            format!(
+                "{base}\n[[benchmark]]\nname = \"aa\"\ndata = \"b\"\nrubric = [{{ reward = \"exact_match\" }}]\n"
+            ),
+            "names two benchmarks",
+        ),
+        (base.replace("rubric = [{ reward = \"exact_match\" }]\n", ""), "benchmark[0].rubric"),
+        (format!("{base}\n[sampling]\ntop_p = 1.5\n"), "top_p"),
+    ] {
+        let e = Suite::parse(&bad, std::path::Path::new("s.toml")).unwrap_err().to_string();
+        assert!(e.contains(needle) && e.contains("s.toml"), "{needle}: {e}");
+    }
+    assert!(Suite::resolve("no-such-suite").unwrap_err().to_string().contains("intellect3"));
+}
+
+/// Writes an evaluation folder holding `problems` (id → rewards of its samples).
+fn fake_run(
+    dir: &std::path::Path,
+    model: &str,
+    k: usize,
+    problems: &[(u64, &[f64])],
+    complete: bool,
+) {
+    std::fs::create_dir_all(dir).expect("dir");
+    let meta = json!({
+        "status": if complete { "complete" } else { "running" },
+        "config": {"env": {"name": "bench"}, "eval": {"rollouts_per_example": k, "pass_threshold": 0.5, "model_name": model}},
+    });
+    std::fs::write(dir.join("metadata.json"), meta.to_string()).expect("meta");
+    let mut lines = String::new();
+    for (id, rewards) in problems {
+        for (i, r) in rewards.iter().enumerate() {
+            let row = json!({"schema_version": 1, "env": "bench", "task": "bench", "example_id": id,
+                "rollout_index": i, "prompt": [], "completion": [], "reward": r, "stop_reason": "completed",
+                "timings": {"generation_ms": 0.0, "env_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0}});
+            lines.push_str(&format!("{row}\n"));
+        }
+    }
+    lines.push_str("{\"schema_version\": 1, \"env\""); // a partial last line, as a killed run leaves
+    std::fs::write(dir.join("results.jsonl"), lines).expect("results");
+}
+
+#[test]
+fn reports_match_hand_computed_values() {
+    use temper_envs::report::{Run, report};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    // Problem 4 of run a has one sample of two: unfinished, left out.
+    fake_run(
+        &a,
+        "base",
+        2,
+        &[(1, &[1.0, 0.0]), (2, &[1.0, 1.0]), (3, &[0.0, 0.0]), (4, &[1.0])],
+        true,
+    );
+    fake_run(&b, "tuned", 2, &[(1, &[1.0, 1.0]), (2, &[1.0, 1.0]), (3, &[1.0, 0.0])], false);
+    let runs = [Run::read(&a, None).expect("a"), Run::read(&b, None).expect("b")];
+    assert_eq!(runs[0].label, "base");
+    let r = report(&runs);
+    let bench = &r.benchmarks[0];
+    let sa = &bench.runs[0];
+    // Per-problem avg@2 of a: 0.5, 1, 0: mean 0.5, s = 0.5, se = 0.288675, t(2) = 4.303: the
+    // interval runs past [0, 1] and is cut there.
+    let avg = sa.avg_at_k.expect("avg");
+    assert_eq!(sa.problems, 3);
+    assert!((avg.mean - 0.5).abs() < 1e-12);
+    assert_eq!((avg.low, avg.high), (0.0, 1.0));
+    // pass@2 per problem: 1, 1, 0; pass@1 = avg@2 here.
+    assert!((sa.pass_at_k[&2].mean - 2.0 / 3.0).abs() < 1e-12);
+    assert!((sa.pass_at_k[&1].mean - 0.5).abs() < 1e-12);
+    // b − a per problem: 0.5, 0, 0.5: mean 1/3, s = 0.288675, se = 0.166667, half 0.717167.
+    let d = &bench.differences[0];
+    assert_eq!((d.run.as_str(), d.baseline.as_str(), d.avg_at_k.n), ("tuned", "base", 3));
+    assert!((d.avg_at_k.mean - 1.0 / 3.0).abs() < 1e-12);
+    assert!((d.avg_at_k.high - (1.0 / 3.0 + 4.303 * 0.166_666_667)).abs() < 1e-6, "{d:?}");
+    let md = r.markdown();
+    assert!(md.contains("| bench | base | 2 | 3 | 50.0 | 0.0 – 100.0 | 66.7 (k=2) | 0 |"), "{md}");
+    assert!(md.contains("| bench | tuned | 2 | 3 (incomplete) | 83.3 |"), "{md}");
+    assert!(md.contains("| bench | tuned − base | +33.3 | -38.4 – 105.0 | 3 |"), "{md}");
+    // A folder without an evaluation is named.
+    let e = Run::read(tmp.path().join("a").parent().expect("tmp").join("none").as_path(), None);
+    assert!(e.is_err());
+}
