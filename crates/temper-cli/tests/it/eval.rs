@@ -396,3 +396,71 @@ fn an_external_environment_needs_its_own_consent() {
     ok(&allowed);
     assert_eq!(results(&dir.path().join("ok")).len(), 2);
 }
+
+#[test]
+fn a_suite_runs_its_benchmarks_resumes_and_reports() {
+    let mock = Mock::start(Behaviour::AnswerSum, Duration::ZERO);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/benchmarks/fixtures");
+    let suite = |out: &Path, extra: &[&str]| {
+        temper()
+            .args(["eval", "--suite", "intellect3", "--data"])
+            .arg(&fixtures)
+            .args(["--only", "aime2024,gpqa-diamond", "-r", "2", "-m", &mock.url, "-o"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .expect("run temper")
+    };
+    let run = dir.path().join("run");
+    let output = suite(&run, &[]);
+    ok(&output);
+    // 4 AIME 2024 and 6 GPQA problems, 2 samples each, in a folder per benchmark.
+    assert_eq!(mock.state.requests.load(Ordering::SeqCst), 20);
+    assert_eq!(results(&run.join("aime2024")).len(), 8);
+    assert_eq!(results(&run.join("gpqa-diamond")).len(), 12);
+    assert!(!run.join("hle").exists(), "--only leaves the others out");
+    assert_eq!(metadata(&run.join("aime2024"))["config"]["eval"]["sampling"]["temperature"], 0.6);
+    assert!(run.join("suite.toml").is_file());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("| aime2024 | default | 2 | 4 |"), "{stdout}");
+    for file in ["report.md", "report.json", "avg_at_k.png"] {
+        assert!(run.join("report").join(file).is_file(), "{file}");
+    }
+    // Resuming a finished suite asks the model nothing more; a second output folder without
+    // --resume is refused.
+    ok(&suite(&run, &["--resume"]));
+    assert_eq!(mock.state.requests.load(Ordering::SeqCst), 20);
+    assert!(!suite(&run, &[]).status.success());
+
+    // Two runs side by side: the second is compared with the first.
+    let other = dir.path().join("other");
+    ok(&suite(&other, &["--model-name", "tuned"]));
+    let out = dir.path().join("report");
+    let report = temper()
+        .args(["eval", "report"])
+        .arg(&run)
+        .arg(&other)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("run temper");
+    ok(&report);
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("json"))
+            .expect("json");
+    let names: Vec<&str> = json["benchmarks"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(names, ["aime2024", "gpqa-diamond"]);
+    let diff = &json["benchmarks"][0]["differences"][0];
+    assert_eq!((diff["run"].as_str(), diff["baseline"].as_str()), (Some("tuned"), Some("default")));
+    // The same deterministic replies: no difference.
+    assert_eq!(diff["avg_at_k"]["mean"], 0.0);
+    assert_eq!(diff["avg_at_k"]["n"], 4);
+    let png = std::fs::read(out.join("avg_at_k.png")).expect("png");
+    assert!(png.starts_with(b"\x89PNG"));
+}
