@@ -6,8 +6,9 @@ use crate::extract::strip_think;
 ///
 /// Only an uppercase letter standing alone (not part of a word) counts. In order of preference:
 /// the first such letter after the last "answer" (any case: "Answer: C", "the answer is (C)");
-/// a completion that is nothing but the letter ("C", "(C)", "**C.**"); the last letter written
-/// as "(C)" or "**C**". Reasoning in think blocks is ignored. Anything else is `None`, so prose
+/// a completion that is nothing but the letter ("C", "(C)", "**C.**"); a last line that restates
+/// one option ("C) photon", "**(C) photon**", unless the line before it is an option too: a
+/// list of options is not a choice); the last letter written as "(C)" or "**C**". Reasoning in think blocks is ignored. Anything else is `None`, so prose
 /// such as "A good start" is never read as a choice.
 pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
     let text = strip_think(completion);
@@ -43,6 +44,9 @@ pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
     {
         return Some(c);
     }
+    if let Some(c) = restated_option(text, valid) {
+        return Some(c);
+    }
     standalone
         .iter()
         .rev()
@@ -53,6 +57,26 @@ pub fn extract_letter(completion: &str, n_options: usize) -> Option<char> {
                 || (before.ends_with("**") && after.starts_with("**"))
         })
         .map(|&(_, c)| c)
+}
+
+/// The letter of a last line that restates an option ("C) photon", "(C) photon", "C. photon"),
+/// unless the line before it is an option line too.
+fn restated_option(text: &str, valid: impl Fn(char) -> bool) -> Option<char> {
+    let option = |line: &str| -> Option<char> {
+        let line = line.trim().trim_matches(|c: char| c == '*' || c == '_' || c == '`').trim();
+        let rest = line.strip_prefix('(').unwrap_or(line);
+        let mut chars = rest.chars();
+        let (c, mark) = (chars.next()?, chars.next()?);
+        let text = chars.as_str();
+        (valid(c) && matches!(mark, ')' | '.') && text.starts_with(' ') && !text.trim().is_empty())
+            .then_some(c)
+    };
+    let mut lines = text.lines().rev().filter(|l| !l.trim().is_empty());
+    let chosen = option(lines.next()?)?;
+    match lines.next() {
+        Some(before) if option(before).is_some() => None,
+        _ => Some(chosen),
+    }
 }
 
 #[cfg(test)]
@@ -74,6 +98,10 @@ mod tests {
             ("The final ANSWER: **b** or D", Some('D')),
             ("Answer: I think it is H", Some('H')),
             ("Answer: A because it is larger", Some('A')),
+            ("It carries no charge, so:\n\nA) photon", Some('A')),
+            ("Energy is quantised.\n**(C) Planck's law**", Some('C')),
+            ("The options are\nA) one\nB) two", None),
+            ("So it is C.", None),
         ];
         for (input, want) in cases {
             assert_eq!(
