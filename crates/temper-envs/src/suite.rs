@@ -81,6 +81,9 @@ pub struct Suite {
     /// Where it was read from (a file, or `builtin:NAME`), for error messages.
     #[serde(skip)]
     pub source: PathBuf,
+    /// The `[sampling]` table as TOML, hashed into every benchmark's content hash.
+    #[serde(skip)]
+    sampling_toml: String,
 }
 
 /// `[suite]`.
@@ -119,6 +122,15 @@ pub struct Sampling {
     pub seed: Option<u64>,
 }
 
+/// A sampling setting outside its range: the key (`top_p`) and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// The setting's key, as in a suite file.
+    pub key: &'static str,
+    /// What it must be, and what it was.
+    pub rule: String,
+}
+
 impl Sampling {
     /// These settings, with `over`'s where it has them.
     pub fn with(&self, over: &Sampling) -> Sampling {
@@ -132,25 +144,26 @@ impl Sampling {
         }
     }
 
-    /// Checks the ranges, naming the first bad key.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks the ranges; the error names the first bad key and the rule it breaks.
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        let bad = |key: &'static str, rule: String| Err(OutOfRange { key, rule });
         if let Some(t) = self.temperature
             && !(t.is_finite() && t >= 0.0)
         {
-            return Err(format!("temperature = {t} must be at least 0"));
+            return bad("temperature", format!("must be at least 0, not {t}"));
         }
         if let Some(p) = self.top_p
             && !(p > 0.0 && p <= 1.0)
         {
-            return Err(format!("top_p = {p} must be in (0, 1]"));
+            return bad("top_p", format!("must be in (0, 1], not {p}"));
         }
         if let Some(p) = self.min_p
             && !(0.0..=1.0).contains(&p)
         {
-            return Err(format!("min_p = {p} must be in [0, 1]"));
+            return bad("min_p", format!("must be in [0, 1], not {p}"));
         }
         if self.max_tokens == Some(0) {
-            return Err("max_tokens must be at least 1".into());
+            return bad("max_tokens", "must be at least 1".into());
         }
         Ok(())
     }
@@ -207,6 +220,9 @@ pub struct Benchmark {
     /// How a reply is scored.
     #[serde(default)]
     pub rubric: Vec<RewardSpec>,
+    /// This benchmark's table as TOML, hashed into its content hash.
+    #[serde(skip)]
+    table_toml: String,
 }
 
 fn one_sample() -> u32 {
@@ -225,6 +241,16 @@ impl Suite {
     pub fn parse(text: &str, source: &Path) -> Result<Suite, EnvError> {
         let mut suite: Suite = toml::from_str(text)
             .map_err(|e| EnvError::Parse { path: source.to_owned(), message: e.to_string() })?;
+        // The tables as written, once, for the content hashes (deserialising above kept the
+        // line numbers for errors; a plain table has none).
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| EnvError::Parse { path: source.to_owned(), message: e.to_string() })?;
+        suite.sampling_toml = table.get("sampling").map(|s| s.to_string()).unwrap_or_default();
+        if let Some(tables) = table.get("benchmark").and_then(|b| b.as_array()) {
+            for (b, t) in suite.benchmark.iter_mut().zip(tables) {
+                b.table_toml = t.to_string();
+            }
+        }
         suite.text = text.to_owned();
         suite.source = source.to_owned();
         suite.check()?;
@@ -265,7 +291,7 @@ impl Suite {
                 format!("`{}` is not a semantic version: {e}", self.suite.version),
             ));
         }
-        self.sampling.check().map_err(|m| err("sampling".into(), m))?;
+        self.sampling.check().map_err(|e| err(format!("sampling.{}", e.key), e.rule))?;
         if self.benchmark.is_empty() {
             return Err(err("benchmark".into(), "the suite has no [[benchmark]] entries".into()));
         }
@@ -310,7 +336,7 @@ impl Suite {
                 ));
             }
             b.options.check(b.layout).map_err(|m| err(at("options"), m))?;
-            b.sampling.check().map_err(|m| err(at("sampling"), m))?;
+            b.sampling.check().map_err(|e| err(at(&format!("sampling.{}", e.key)), e.rule))?;
             if let Some(parser) = &b.parser {
                 parser.parse::<Parser>().map_err(|m| err(at("parser"), m))?;
             }
@@ -415,19 +441,8 @@ impl Benchmark {
     /// SHA-256 (hex) over this benchmark's table in the suite, the suite's `[sampling]` and the
     /// bytes of its data file.
     fn content_hash(&self, suite: &Suite, data: &Path) -> Result<String, EnvError> {
-        let table: toml::Table = toml::from_str(&suite.text)
-            .map_err(|e| EnvError::Parse { path: suite.source.clone(), message: e.to_string() })?;
-        let own = table
-            .get("benchmark")
-            .and_then(|b| b.as_array())
-            .and_then(|all| {
-                all.iter().find(|b| b.get("name").and_then(|n| n.as_str()) == Some(&self.name))
-            })
-            .map(|b| b.to_string())
-            .unwrap_or_default();
-        let shared = table.get("sampling").map(|s| s.to_string()).unwrap_or_default();
         let mut hasher = Sha256::new();
-        for part in [own.as_bytes(), shared.as_bytes()] {
+        for part in [self.table_toml.as_bytes(), suite.sampling_toml.as_bytes()] {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part);
         }
