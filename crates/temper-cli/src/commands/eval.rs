@@ -175,6 +175,32 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
         print!("{}", suite.text);
         return Ok(());
     }
+    let planned = plan_suite(args, &suite)?;
+    let common = Common::new(args).await?;
+    let dir = output_dir(args, &format!("suite-{}", suite.suite.name))?;
+    prepare_suite_dir(args, &suite, &dir)?;
+    run_benchmarks(args, &suite, &planned, &common, &dir).await?;
+    common.shutdown().await;
+
+    let run = report::Run::read(&dir, Some(args.model_name.clone()))?;
+    let out = dir.join("report");
+    let written = super::eval_report::write(&report::report(&[run]), &out)?;
+    print!("{}", written.markdown);
+    println!("\nresults   {}\nreport    {}", dir.display(), out.display());
+    Ok(())
+}
+
+/// A chosen benchmark, its environment, and how many problems its data holds.
+struct Planned<'a> {
+    benchmark: &'a Benchmark,
+    env: Environment,
+    problems: usize,
+}
+
+/// The chosen benchmarks (`--only`), each with its data read and validated, before any model
+/// time is spent; every problem in the data is reported at once.
+fn plan_suite<'a>(args: &EvalArgs, suite: &'a Suite) -> anyhow::Result<Vec<Planned<'a>>> {
+    let name = &suite.suite.name;
     let data = args.data.as_deref().with_context(|| {
         format!(
             "--suite {name} needs --data DIR: the folder holding its benchmarks' files ({})",
@@ -185,37 +211,32 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
     for only in &args.only {
         ensure!(
             suite.get(only).is_some(),
-            "--only {only}: suite {} has no such benchmark ({})",
-            suite.suite.name,
+            "--only {only}: suite {name} has no such benchmark ({})",
             suite.benchmark.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
         );
     }
-    let chosen: Vec<&Benchmark> = suite
-        .benchmark
-        .iter()
-        .filter(|b| args.only.is_empty() || args.only.contains(&b.name))
-        .collect();
-
-    // Every benchmark's data is read before any model time is spent, and all problems are
-    // reported at once.
     let mut planned = Vec::new();
     let mut problems = Vec::new();
-    for b in &chosen {
-        match b.environment(&suite, data).and_then(|env| {
+    for benchmark in
+        suite.benchmark.iter().filter(|b| args.only.is_empty() || args.only.contains(&b.name))
+    {
+        match benchmark.environment(suite, data).and_then(|env| {
             let n = env.examples(Split::Eval)?.len();
             Ok((env, n))
         }) {
-            Ok((env, n)) => planned.push((*b, env, n)),
-            Err(e) => problems.push(format!("  {}: {e}", b.name)),
+            Ok((env, n)) => planned.push(Planned { benchmark, env, problems: n }),
+            Err(e) => problems.push(format!("  {}: {e}", benchmark.name)),
         }
     }
     if !problems.is_empty() {
         bail!("the suite's data is not ready:\n{}", problems.join("\n"));
     }
+    Ok(planned)
+}
 
-    let common = Common::new(args).await?;
-    let dir = output_dir(args, &format!("suite-{}", suite.suite.name))?;
-    let kept = dir.join(report::SUITE_FILE);
+/// Creates the suite's output folder (refusing one that holds another run unless `--resume`)
+/// and keeps the suite file in it, so the report reads the benchmarks in the suite's order.
+fn prepare_suite_dir(args: &EvalArgs, suite: &Suite, dir: &Path) -> anyhow::Result<()> {
     if !args.resume
         && dir.exists()
         && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true)
@@ -225,33 +246,46 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let kept = dir.join(report::SUITE_FILE);
     if !kept.exists() {
         temper_protocol::fsio::write_atomic(&kept, suite.text.as_bytes())
             .with_context(|| format!("cannot write {}", kept.display()))?;
     }
+    Ok(())
+}
 
+/// Runs the planned benchmarks in turn under one progress bar, each in `dir/NAME`, the
+/// command line's flags over each benchmark's protocol; a line per finished benchmark.
+async fn run_benchmarks(
+    args: &EvalArgs,
+    suite: &Suite,
+    planned: &[Planned<'_>],
+    common: &Common,
+    dir: &Path,
+) -> anyhow::Result<()> {
     let configs: Vec<EvalRun> = planned
         .iter()
-        .map(|(b, _, _)| EvalRun {
-            num_examples: args.num_examples.unwrap_or(b.num_examples),
-            rollouts_per_example: args.rollouts.unwrap_or(b.samples),
+        .map(|p| EvalRun {
+            num_examples: args.num_examples.unwrap_or(p.benchmark.num_examples),
+            rollouts_per_example: args.rollouts.unwrap_or(p.benchmark.samples),
             split: Split::Eval,
-            sampling: b.sampling(&suite).with(&common.sampling).params(),
-            pass_threshold: args.pass_threshold.unwrap_or(b.pass_threshold),
-            load: LoadOptions { seed: b.seed, ..LoadOptions::default() },
+            sampling: p.benchmark.sampling(suite).with(&common.sampling).params(),
+            pass_threshold: args.pass_threshold.unwrap_or(p.benchmark.pass_threshold),
+            load: LoadOptions { seed: p.benchmark.seed, ..LoadOptions::default() },
             ..common.run_template(args)
         })
         .collect();
     let groups: Vec<usize> = planned
         .iter()
         .zip(&configs)
-        .map(|((_, _, n), c)| if c.num_examples > 0 { c.num_examples.min(*n) } else { *n })
+        .map(|(p, c)| if c.num_examples > 0 { c.num_examples.min(p.problems) } else { p.problems })
         .collect();
     let bar = progress_bar();
     bar.set_length(groups.iter().sum::<usize>() as u64);
     let mut before = 0usize;
-    for (i, ((b, env, _), config)) in planned.iter().zip(&configs).enumerate() {
+    for (i, (p, config)) in planned.iter().zip(&configs).enumerate() {
+        let b = p.benchmark;
         let sub = dir.join(&b.name);
         let resume = args.resume && sub.join(eval::METADATA).exists();
         let label = format!("{} ({}/{})", b.name, i + 1, planned.len());
@@ -260,7 +294,7 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
             bar.set_message(format!("{label} reward {:.3} errors {}", p.reward_mean, p.errors));
         };
         let outcome = eval::run(
-            env,
+            &p.env,
             common.model.as_ref(),
             &common.services,
             config,
@@ -289,13 +323,6 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
         ));
     }
     bar.finish_and_clear();
-    common.shutdown().await;
-
-    let run = report::Run::read(&dir, Some(args.model_name.clone()))?;
-    let out = dir.join("report");
-    let written = super::eval_report::write(&report::report(&[run]), &out)?;
-    print!("{}", written.markdown);
-    println!("\nresults   {}\nreport    {}", dir.display(), out.display());
     Ok(())
 }
 
@@ -345,23 +372,18 @@ pub(crate) async fn code_runner_for(
 
 /// The sampling flags of the command line (unset ones stay unset).
 fn sampling(args: &EvalArgs) -> anyhow::Result<Sampling> {
-    if let Some(t) = args.temperature {
-        ensure!(t.is_finite() && t >= 0.0, "--temperature must be at least 0, not {t}");
-    }
-    if let Some(p) = args.top_p {
-        ensure!(p > 0.0 && p <= 1.0, "--top-p must be in (0, 1], not {p}");
-    }
-    if let Some(p) = args.min_p {
-        ensure!((0.0..=1.0).contains(&p), "--min-p must be in [0, 1], not {p}");
-    }
-    Ok(Sampling {
+    let sampling = Sampling {
         temperature: args.temperature,
         top_p: args.top_p,
         top_k: args.top_k,
         min_p: args.min_p,
         max_tokens: args.max_tokens,
         seed: args.seed,
-    })
+    };
+    if let Err(e) = sampling.check() {
+        bail!("--{} {}", e.key.replace('_', "-"), e.rule);
+    }
+    Ok(sampling)
 }
 
 /// `--output`, or `outputs/evals/NAME--MODEL/TIMESTAMP` (with `--resume`, the latest such folder).
