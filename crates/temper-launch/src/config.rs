@@ -81,12 +81,12 @@ struct Warmup {
 impl RlPlan {
     /// Reads `path` with `sets` applied and splits it.
     pub fn load(path: &Path, sets: &[String]) -> Result<Self, LaunchError> {
-        let table = settings::load_table(path, sets)?;
-        Self::split(path, &table)
+        Self::split(&settings::Config::read(path, sets)?)
     }
 
-    /// Splits `table`, read from `path`, into the roles' configs.
-    pub fn split(path: &Path, table: &Table) -> Result<Self, LaunchError> {
+    /// Splits a config into the roles' configs.
+    pub fn split(config: &settings::Config) -> Result<Self, LaunchError> {
+        let (path, table) = (config.path.as_path(), &config.table);
         let bad = |message: String| LaunchError::Config { path: path.to_owned(), message };
         let trainer_sections = sections_of::<RlTrainerConfig>();
         let orchestrator_sections = sections_of::<OrchestratorConfig>();
@@ -97,13 +97,19 @@ impl RlPlan {
             .copied()
             .collect();
         if let Some(key) = table.keys().find(|k| !known.contains(&k.as_str())) {
-            let mut all = known.clone();
+            let mut all: Vec<String> = known.iter().map(|k| k.to_string()).collect();
             all.sort_unstable();
             all.dedup();
-            return Err(bad(format!(
-                "unknown section [{key}]; expected one of {}",
-                all.join(", ")
-            )));
+            let close = settings::closest(key, &all)
+                .map(|c| format!("; did you mean [{c}]?"))
+                .unwrap_or_default();
+            return Err(LaunchError::Field {
+                at: config.at(key),
+                message: format!(
+                    "unknown section [{key}]{close} (expected one of {})",
+                    all.join(", ")
+                ),
+            });
         }
         let pick = |keys: &[&str]| -> Table {
             table
@@ -113,13 +119,9 @@ impl RlPlan {
                 .collect()
         };
         let (mut trainer_t, mut orch_t) = (pick(trainer_sections), pick(orchestrator_sections));
-        let steps = one_step_count(&mut trainer_t, &mut orch_t).map_err(bad)?;
-        let trainer: RlTrainerConfig = Value::Table(trainer_t)
-            .try_into()
-            .map_err(|e: toml::de::Error| bad(format!("(trainer sections) {e}")))?;
-        let orchestrator: OrchestratorConfig = Value::Table(orch_t)
-            .try_into()
-            .map_err(|e: toml::de::Error| bad(format!("(orchestrator sections) {e}")))?;
+        let steps = one_step_count(config, &mut trainer_t, &mut orch_t)?;
+        let trainer: RlTrainerConfig = config.deserialize_part(trainer_t)?;
+        let orchestrator: OrchestratorConfig = config.deserialize_part(orch_t)?;
         debug_assert_eq!(trainer.trainer.steps, steps);
         let warmup = match table.get("warmup") {
             None => None,
@@ -137,28 +139,60 @@ impl RlPlan {
             }
         };
         launch.validate().map_err(bad)?;
-        let resolved = settings::resolved(table);
+        let resolved = config.resolved();
         Ok(RlPlan { path: path.to_owned(), trainer, orchestrator, warmup, launch, resolved })
     }
 }
 
 /// The run's step count: `[trainer] steps`, copied to `[orchestrator]` (which must not
 /// disagree).
-fn one_step_count(trainer: &mut Table, orchestrator: &mut Table) -> Result<u64, String> {
-    let get = |t: &Table, section: &str| {
-        t.get(section).and_then(|s| s.get("steps")).and_then(Value::as_integer)
+fn one_step_count(
+    config: &settings::Config,
+    trainer: &mut Table,
+    orchestrator: &mut Table,
+) -> Result<u64, LaunchError> {
+    let bad = |key: &str, message: String| LaunchError::Field { at: config.at(key), message };
+    let get = |t: &Table, section: &str| -> Result<Option<i64>, LaunchError> {
+        match t.get(section).and_then(|s| s.get("steps")) {
+            None => Ok(None),
+            Some(Value::Integer(n)) => Ok(Some(*n)),
+            Some(other) => {
+                let quoted = other.as_str().filter(|s| s.parse::<u64>().is_ok());
+                let hint =
+                    quoted.map(|s| format!(" (write it without quotes: {s})")).unwrap_or_default();
+                Err(bad(
+                    &format!("{section}.steps"),
+                    format!(
+                        "{section}.steps: expected a whole number of steps, found {other}{hint}"
+                    ),
+                ))
+            }
+        }
     };
-    let steps = match (get(trainer, "trainer"), get(orchestrator, "orchestrator")) {
+    let steps = match (get(trainer, "trainer")?, get(orchestrator, "orchestrator")?) {
         (Some(a), Some(b)) if a != b => {
-            return Err(format!(
-                "trainer.steps ({a}) and orchestrator.steps ({b}) differ; set trainer.steps only"
+            return Err(bad(
+                "orchestrator.steps",
+                format!(
+                    "trainer.steps ({a}) and orchestrator.steps ({b}) differ; set trainer.steps only"
+                ),
             ));
         }
         (Some(a), _) | (None, Some(a)) => a,
-        (None, None) => return Err("set trainer.steps (the number of RL steps)".into()),
+        (None, None) => {
+            // A misspelt key in [trainer] says more than the missing count.
+            if let Err(e) = config.deserialize_part::<RlTrainerConfig>(trainer.clone())
+                && e.to_string().contains("unknown field")
+            {
+                return Err(e);
+            }
+            return Err(bad("trainer", "set trainer.steps (the number of RL steps)".into()));
+        }
     };
-    let count =
-        u64::try_from(steps).map_err(|_| format!("trainer.steps must be > 0, got {steps}"))?;
+    let count = u64::try_from(steps)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| bad("trainer.steps", format!("trainer.steps must be > 0, got {steps}")))?;
     for (t, section) in [(trainer, "trainer"), (orchestrator, "orchestrator")] {
         let entry = t.entry(section.to_owned()).or_insert_with(|| Value::Table(Table::new()));
         if let Value::Table(s) = entry {
@@ -183,7 +217,7 @@ mod tests {
     }
 
     fn split(text: &str) -> Result<RlPlan, LaunchError> {
-        RlPlan::split(Path::new("rl.toml"), &toml::from_str(text).unwrap())
+        RlPlan::split(&settings::Config::from_text(Path::new("rl.toml"), text.into(), &[])?)
     }
 
     #[test]
@@ -219,6 +253,25 @@ mod tests {
         let e = err("[model]\npath = \"m\"\n[trainer]\nsteps = 1\n[warmup]\nconfig = \"x\"\n");
         assert!(e.contains("[warmup] needs sft"), "{e}");
         let e = err("[model]\npath = \"m\"\n[trainer]\nsteps = 1\nbogus = 2\n");
-        assert!(e.starts_with("rl.toml: (trainer sections)") && e.contains("bogus"), "{e}");
+        assert!(e.starts_with("rl.toml:5:1: unknown field `bogus`"), "{e}");
+        // A misspelt step count is named as such, not as a missing one.
+        let e = err("[model]\npath = \"m\"\n[trainer]\nstpes = 1\n");
+        assert!(
+            e.starts_with("rl.toml:4:1: unknown field `stpes`")
+                && e.contains("did you mean `steps`?"),
+            "{e}"
+        );
+        let e = err("[model]\npath = \"m\"\n[trainer]\nsteps = \"300\"\n");
+        assert_eq!(
+            e,
+            "rl.toml:4:1: trainer.steps: expected a whole number of steps, found \"300\" (write it without quotes: 300)"
+        );
+        let e = err("[model]\npath = \"m\"\n[trainer]\nsteps = 0\n");
+        assert!(e.starts_with("rl.toml:4:1: trainer.steps must be > 0, got 0"), "{e}");
+        let e = err("[model]\npath = \"m\"\n[trainer]\nsteps = 1\n[optimm]\nlr = 1\n");
+        assert!(
+            e.starts_with("rl.toml:5:2: unknown section [optimm]; did you mean [optim]?"),
+            "{e}"
+        );
     }
 }

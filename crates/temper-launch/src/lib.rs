@@ -44,13 +44,21 @@ pub enum LaunchError {
         /// What the system said.
         source: std::io::Error,
     },
-    /// A config file is not valid TOML or does not fit its type.
-    #[error("{} (with --set overrides applied): {source}", path.display())]
+    /// A config file is not valid TOML.
+    #[error("{}: {error}", path.display())]
     Toml {
         /// The config file.
         path: PathBuf,
-        /// The parser's error, naming the field.
-        source: toml::de::Error,
+        /// The parser's error, with the line.
+        error: toml::de::Error,
+    },
+    /// A config's field does not fit its type.
+    #[error("{at}: {message}")]
+    Field {
+        /// `FILE:LINE:COLUMN` of the field, or the `--set` that gave it.
+        at: String,
+        /// What is wrong, naming the field.
+        message: String,
     },
     /// A `--set` override is malformed.
     #[error("--set {set}: {why}")]
