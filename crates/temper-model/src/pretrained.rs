@@ -38,7 +38,11 @@ impl Pretrained {
         if !path.is_dir() {
             return Err(ModelError::Weights {
                 path: path.display().to_string(),
-                message: "not a .gguf file or a model folder".into(),
+                message: if path.exists() {
+                    "not a .gguf file or a model folder".into()
+                } else {
+                    "no such file or folder".into()
+                },
             });
         }
         let model = weights::load_model(path, dtype, device)?;

@@ -82,7 +82,7 @@ pub enum TrainError {
     #[error("model: {0}")]
     Model(#[from] temper_model::ModelError),
     /// A pretrained model could not be loaded.
-    #[error("cannot load {}: {source}", path.display())]
+    #[error("model.path: cannot load the model: {source}")]
     Load {
         /// The folder or `.gguf` file.
         path: std::path::PathBuf,

@@ -220,17 +220,26 @@ pub struct SftSummary {
     pub export_dir: PathBuf,
 }
 
-/// Prepares `dir` for a run: refuses one that holds data unless `resume` (continue) or `clean`
-/// (delete it first) is given.
-pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), TrainError> {
+/// Refuses a `dir` that holds data unless `resume` (continue) or `clean` (delete it first) is
+/// given; changes nothing.
+pub fn check_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), TrainError> {
     let has_data = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
-    if has_data && clean {
-        std::fs::remove_dir_all(dir).map_err(TrainError::io(dir))?;
-    } else if has_data && !resume {
+    if has_data && !resume && !clean {
         return Err(TrainError::Config(format!(
             "{} already holds a run; pass --resume to continue it or --clean to start over",
             dir.display()
         )));
+    }
+    Ok(())
+}
+
+/// Prepares `dir` for a run: refuses one that holds data unless `resume` (continue) or `clean`
+/// (delete it first) is given.
+pub fn prepare_run_dir(dir: &Path, resume: bool, clean: bool) -> Result<(), TrainError> {
+    check_run_dir(dir, resume, clean)?;
+    let has_data = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+    if has_data && clean {
+        std::fs::remove_dir_all(dir).map_err(TrainError::io(dir))?;
     }
     std::fs::create_dir_all(dir).map_err(TrainError::io(dir))
 }

@@ -30,29 +30,41 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     let (cfg, resolved) = load_config(&args.config, &args.run.set)?;
     let device = super::inference::device(&args.device)?;
     let dir = cfg.output.dir.clone();
-    sft::prepare_run_dir(&dir, args.run.resume, args.run.clean)?;
-    std::fs::write(dir.join("config.toml"), &resolved)
-        .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
-
+    // Everything that can fail on the config's account (an earlier run in the way, the data,
+    // the model) fails before the run folder is touched, so a corrected config just reruns.
+    sft::check_run_dir(&dir, args.run.resume, args.run.clean)?;
     // Records from the environment's examples, or from [data]'s files.
     let env = cfg.data.env.as_ref().map(|_| load_env(&cfg.data)).transpose()?;
     let records = match &env {
         Some(env) => env_records(env, &cfg.data)?,
         None => sft::read_records(&cfg.data)?,
     };
+    let model = cfg.model.clone();
+    let policy = tokio::task::spawn_blocking(move || model.build(&device)).await??;
+    let fresh = !args.run.resume;
+    sft::prepare_run_dir(&dir, args.run.resume, args.run.clean)?;
+    std::fs::write(dir.join("config.toml"), &resolved)
+        .with_context(|| format!("cannot write {}", dir.join("config.toml").display()))?;
+
     // The environment also scores evaluations, when there are any.
     let env = env.filter(|_| cfg.eval.num_examples > 0);
     let stop = super::stop_on_interrupt();
     let handle = tokio::runtime::Handle::current();
     let started = Instant::now();
+    let run_dir = dir.clone();
     let summary = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let policy = cfg.model.build(&device)?;
         let mut hooks = CliHooks::new(&cfg, env, dir, handle, stop);
         let out = sft::run(&cfg, policy, &records, &Single, &mut hooks, args.run.resume);
         hooks.bar.finish_and_clear();
         Ok((out?, hooks.stopped_at))
     })
-    .await??;
+    .await?;
+    // A fresh run that failed before its first step (the data does not tokenize, say) leaves
+    // nothing behind, so the corrected config reruns without --clean.
+    if summary.is_err() && fresh && !temper_protocol::run_dir::metrics_file(&run_dir).exists() {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    let summary = summary?;
     let (summary, stopped) = summary;
     if let Some(step) = stopped {
         println!(
