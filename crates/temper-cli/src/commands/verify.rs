@@ -25,18 +25,42 @@ fn math_command(args: &VerifyMathArgs) -> anyhow::Result<()> {
     }
     let Some(path) = &args.jsonl else { bail!("give --gold and --answer, or --jsonl FILE") };
     let lines = read_lines(path)?;
-    let out = check_all(&lines, args.explain);
+    let rows: Vec<(Value, String, String)> =
+        lines.iter().filter_map(|l| l.as_ref().ok().and_then(Option::as_ref).cloned()).collect();
+    let mut checked = check_all(&rows, args.explain).into_iter();
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
-    for line in out {
-        writeln!(w, "{line}")?;
+    let mut bad = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        match line {
+            Ok(Some(_)) => writeln!(w, "{}", checked.next().unwrap_or_default())?,
+            Ok(None) => writeln!(w)?,
+            Err(why) => {
+                writeln!(w, "{}", json!({"equivalent": null, "error": why}))?;
+                bad.push(format!("  {}:{}: {why}", path.display(), i + 1));
+            }
+        }
     }
     w.flush()?;
+    if !bad.is_empty() {
+        let shown = bad.iter().take(10).cloned().collect::<Vec<_>>().join("\n");
+        let more =
+            if bad.len() > 10 { format!("\n  and {} more", bad.len() - 10) } else { String::new() };
+        bail!(
+            "{} of {} lines could not be checked (each has an \"error\" line in the output):\n{shown}{more}",
+            bad.len(),
+            lines.len()
+        );
+    }
     Ok(())
 }
 
-/// Reads and validates every line first, so a malformed line fails the run before any output.
-fn read_lines(path: &Path) -> anyhow::Result<Vec<(Value, String, String)>> {
+/// One input line: a row to check, a blank line (`None`, written back blank so output line N
+/// answers input line N), or why it cannot be checked.
+type Line = Result<Option<(Value, String, String)>, String>;
+
+/// Reads every line; a malformed one is kept as its error, so the rest are still checked.
+fn read_lines(path: &Path) -> anyhow::Result<Vec<Line>> {
     let reader: Box<dyn BufRead> = if path == Path::new("-") {
         Box::new(std::io::stdin().lock())
     } else {
@@ -44,29 +68,32 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<(Value, String, String)>> {
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
         ))
     };
-    let mut rows = Vec::new();
+    let mut lines = Vec::new();
     for (i, line) in reader.lines().enumerate() {
-        let at = || format!("{}:{}", path.display(), i + 1);
-        let line = line.with_context(|| format!("cannot read {}", at()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if line.len() > MAX_LINE_BYTES {
-            bail!("{}: line longer than {MAX_LINE_BYTES} bytes", at());
-        }
-        let value: Value =
-            serde_json::from_str(&line).with_context(|| format!("{}: not valid JSON", at()))?;
-        let field = |name: &str| -> anyhow::Result<String> {
-            match value.get(name) {
-                Some(Value::String(s)) => Ok(s.clone()),
-                Some(v @ Value::Number(_)) => Ok(v.to_string()),
-                _ => bail!("{}: field `{name}` must be a string", at()),
-            }
-        };
-        let (gold, answer) = (field("gold")?, field("answer")?);
-        rows.push((value, gold, answer));
+        let line = line.with_context(|| format!("cannot read {}:{}", path.display(), i + 1))?;
+        lines.push(parse_line(&line));
     }
-    Ok(rows)
+    Ok(lines)
+}
+
+fn parse_line(line: &str) -> Line {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    if line.len() > MAX_LINE_BYTES {
+        return Err(format!("line longer than {MAX_LINE_BYTES} bytes"));
+    }
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let field = |name: &str| -> Result<String, String> {
+        match value.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v @ Value::Number(_)) => Ok(v.to_string()),
+            None => Err(format!("field `{name}` is missing")),
+            Some(_) => Err(format!("field `{name}` must be a string")),
+        }
+    };
+    let (gold, answer) = (field("gold")?, field("answer")?);
+    Ok(Some((value, gold, answer)))
 }
 
 /// Checks every row, in parallel, keeping the input order.

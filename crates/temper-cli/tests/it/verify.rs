@@ -56,26 +56,40 @@ fn jsonl_keeps_order_and_fields() {
 }
 
 #[test]
-fn malformed_lines_are_named() {
-    for (input, want) in [
-        ("{\"gold\": \"1\", \"answer\": \"1\"}\n{\"gold\": 1", "-:2: not valid JSON"),
-        ("{\"gold\": \"1\"}\n", "-:1: field `answer` must be a string"),
-    ] {
-        let mut child = temper()
-            .args(["verify", "math", "--jsonl", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
-        let out = child.wait_with_output().expect("wait");
-        assert_eq!(out.status.code(), Some(1));
-        assert!(out.stdout.is_empty(), "no partial output");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(want),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+fn malformed_lines_are_named_and_every_line_answered() {
+    // Line 2 is blank (answered blank), 3 is cut short, 4 lacks `answer`, 5 has a list.
+    let input = "{\"gold\": \"1\", \"answer\": \"1\"}\n\n{\"gold\": 1\n{\"gold\": \"1\"}\n\
+                 {\"gold\": \"1\", \"answer\": [1]}\n{\"gold\": \"2\", \"answer\": \"3\"}\n";
+    let mut child = temper()
+        .args(["verify", "math", "--jsonl", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "one output line per input line: {stdout}");
+    assert_eq!(lines[0], "{\"gold\":\"1\",\"answer\":\"1\",\"equivalent\":true}");
+    assert_eq!(lines[1], "");
+    let error = |i: usize| -> serde_json::Value { serde_json::from_str(lines[i]).expect("json") };
+    assert!(
+        error(2)["error"].as_str().expect("error").starts_with("not valid JSON"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(error(2)["equivalent"], serde_json::Value::Null);
+    assert_eq!(error(3)["error"], "field `answer` is missing");
+    assert_eq!(error(4)["error"], "field `answer` must be a string");
+    assert_eq!(lines[5], "{\"gold\":\"2\",\"answer\":\"3\",\"equivalent\":false}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3 of 6 lines could not be checked"), "{stderr}");
+    for want in
+        ["-:3: not valid JSON", "-:4: field `answer` is missing", "-:5: field `answer` must"]
+    {
+        assert!(stderr.contains(want), "{want}: {stderr}");
     }
 }
