@@ -718,9 +718,10 @@ pub struct EvalArgs {
     #[arg(long, short = 'm', default_value = "http://localhost:8000/v1", value_name = "URL")]
     pub model: String,
 
-    /// Model name sent in each request.
-    #[arg(long, default_value = "default", value_name = "NAME")]
-    pub model_name: String,
+    /// Model name sent in each request [default: the one model the server lists at
+    /// URL/models; `default` when it lists none].
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
 
     /// Name of the environment variable holding the API key (unset means no key).
     #[arg(long, default_value = env_vars::DEFAULT_API_KEY_VAR, value_name = "VAR")]
@@ -740,8 +741,8 @@ pub struct EvalArgs {
     #[arg(short = 'c', long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub concurrency: u64,
 
-    /// Sampling temperature.
-    #[arg(long, short = 't')]
+    /// Sampling temperature (-T, as in vf-eval).
+    #[arg(long, short = 'T', allow_negative_numbers = true)]
     pub temperature: Option<f64>,
 
     /// Nucleus sampling mass.
@@ -756,8 +757,8 @@ pub struct EvalArgs {
     #[arg(long)]
     pub min_p: Option<f64>,
 
-    /// Most tokens per model turn.
-    #[arg(long)]
+    /// Most tokens per model turn (-t, as in vf-eval).
+    #[arg(long, short = 't')]
     pub max_tokens: Option<u32>,
 
     /// Sampling seed; rollout i of a group uses seed + i.

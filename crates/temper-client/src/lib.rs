@@ -65,6 +65,48 @@ pub struct OpenAiClient {
     token_ids: bool,
 }
 
+/// The ids of the models an OpenAI-compatible server lists at `{base_url}/models`.
+pub async fn served_models(
+    base_url: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<String>, ModelError> {
+    let url = format!("{}/models", base_url.trim_end_matches('/'));
+    let fail = |message: String| ModelError::Connect { url: url.clone(), message };
+    let http = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut request = http.get(&url);
+    if let Some(key) = api_key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.map_err(|e| fail(e.to_string()))?;
+    if !response.status().is_success() {
+        return Err(ModelError::Status {
+            url: url.clone(),
+            status: response.status().as_u16(),
+            body: String::new(),
+        });
+    }
+    let bytes = response.bytes().await.map_err(|e| fail(e.to_string()))?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(fail(format!("the reply is larger than {MAX_BODY_BYTES} bytes")));
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        data: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        id: String,
+    }
+    let list: List = serde_json::from_slice(&bytes)
+        .map_err(|e| ModelError::InvalidReply { url: url.clone(), message: e.to_string() })?;
+    Ok(list.data.into_iter().map(|e| e.id).collect())
+}
+
 impl OpenAiClient {
     /// A client for `base_url` (for example `http://localhost:8000/v1`; requests go to
     /// `{base_url}/chat/completions`) and the model called `model` there.
@@ -185,7 +227,15 @@ impl OpenAiClient {
         if !status.is_success() {
             let code = status.as_u16();
             let retry = code == 408 || code == 429 || status.is_server_error();
-            let body: String = String::from_utf8_lossy(&bytes).chars().take(500).collect();
+            let mut body: String = String::from_utf8_lossy(&bytes).chars().take(500).collect();
+            if code == 404 {
+                // vLLM and OpenAI answer an unknown model name with 404.
+                let base = self.url.trim_end_matches("/chat/completions");
+                body.push_str(&format!(
+                    " (is `{}` a model this server serves? it lists them at {base}/models)",
+                    self.model
+                ));
+            }
             return Err((
                 ModelError::Status { url: self.url.clone(), status: code, body },
                 retry,

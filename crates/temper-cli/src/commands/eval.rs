@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail, ensure};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -35,7 +35,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     let env = temper_envs::load(&spec, &load)
         .with_context(|| format!("cannot load environment `{name}`"))?;
 
-    let dir = output_dir(&args, &env.info.name)?;
+    let dir = output_dir(&args, &env.info.name, &common.model_name)?;
     let config = EvalRun {
         num_examples: args.num_examples.unwrap_or(5),
         rollouts_per_example: args.rollouts.unwrap_or(3),
@@ -46,11 +46,21 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         ..common.run_template(&args)
     };
 
-    let bar = progress_bar();
+    let display = Display::new(config.num_examples);
+    display.line(&format!(
+        "evaluating {} on {} at {}: {} rollouts per example, results in {}",
+        env.info.name,
+        common.model_name,
+        args.model,
+        config.rollouts_per_example,
+        dir.display()
+    ));
     let on_progress = |p: Progress| {
-        bar.set_length(p.groups_total as u64);
-        bar.set_position(p.groups_done as u64);
-        bar.set_message(format!("reward {:.3} errors {}", p.reward_mean, p.errors));
+        display.update(
+            p.groups_done,
+            p.groups_total,
+            format!("reward {:.3} errors {}", p.reward_mean, p.errors),
+        );
     };
     let report = eval::run(
         &env,
@@ -63,7 +73,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     )
     .await
     .with_context(|| format!("evaluation of `{}` failed", env.info.name))?;
-    bar.finish_and_clear();
+    display.finish();
     common.shutdown().await;
     print!("{}", summary_table(&env, &config, &report, &dir));
     if let Some(first) = &report.all_failed {
@@ -81,6 +91,8 @@ struct Common {
     local_sandbox: Option<temper_sandbox::Sandbox>,
     /// The sampling flags given on the command line.
     sampling: Sampling,
+    /// The model's name in requests (`--model-name`, else the server's one model).
+    model_name: String,
 }
 
 impl Common {
@@ -101,15 +113,19 @@ impl Common {
             );
         }
         let api_key = std::env::var(&args.api_key_var).ok().filter(|k| !k.is_empty());
+        let model_name = match &args.model_name {
+            Some(name) => name.clone(),
+            None => served_model(&args.model, api_key.as_deref()).await?,
+        };
         let retry = RetryPolicy { max_retries: args.max_retries, ..RetryPolicy::default() };
         let timeout = Duration::from_secs_f64(args.timeout_s);
-        let client = OpenAiClient::new(&args.model, &args.model_name, api_key)?
+        let client = OpenAiClient::new(&args.model, &model_name, api_key)?
             .with_retry(retry)
             .with_timeout(timeout);
         let model = Arc::new(Limited::new(client, args.concurrency as usize));
         let judge: Arc<dyn ChatModel> = match &args.judge_model {
             Some(url) => {
-                let name = args.judge_model_name.as_deref().unwrap_or(&args.model_name);
+                let name = args.judge_model_name.as_deref().unwrap_or(&model_name);
                 let key = args
                     .judge_api_key_var
                     .as_deref()
@@ -127,6 +143,7 @@ impl Common {
             runner_name,
             local_sandbox,
             sampling,
+            model_name,
         })
     }
 
@@ -139,9 +156,9 @@ impl Common {
             sampling: SamplingParams::default(),
             pass_threshold: 0.5,
             model_url: args.model.clone(),
-            model_name: args.model_name.clone(),
+            model_name: self.model_name.clone(),
             judge: args.judge_model.clone().map(|url| {
-                (url, args.judge_model_name.clone().unwrap_or_else(|| args.model_name.clone()))
+                (url, args.judge_model_name.clone().unwrap_or_else(|| self.model_name.clone()))
             }),
             code_runner: self.runner_name.clone(),
             load: LoadOptions::default(),
@@ -156,15 +173,57 @@ impl Common {
     }
 }
 
-fn progress_bar() -> ProgressBar {
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {bar:30} {pos}/{len} groups {elapsed_precise} eta {eta} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
+/// Progress on stderr: a bar at a terminal; elsewhere (a log file, CI, a pipe) plain lines,
+/// when the run starts, at most every [`PLAIN_EVERY`] while it runs, and at its end.
+struct Display {
+    bar: ProgressBar,
+    plain: bool,
+    last_line: std::sync::Mutex<Option<Instant>>,
+}
+
+/// How often a plain progress line is written.
+const PLAIN_EVERY: Duration = Duration::from_secs(10);
+
+impl Display {
+    fn new(total: usize) -> Display {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {bar:30} {pos}/{len} groups {elapsed_precise} eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let plain = bar.is_hidden();
+        Display { bar, plain, last_line: std::sync::Mutex::new(None) }
+    }
+
+    /// A line above the bar (or on its own).
+    fn line(&self, text: &str) {
+        if self.plain {
+            eprintln!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+
+    fn update(&self, done: usize, total: usize, message: String) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+        if !self.plain {
+            self.bar.set_message(message);
+            return;
+        }
+        let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
+        if done == total || last.is_none_or(|t| t.elapsed() >= PLAIN_EVERY) {
+            *last = Some(Instant::now());
+            let elapsed = self.bar.elapsed().as_secs();
+            eprintln!("{done}/{total} groups  {}:{:02}  {message}", elapsed / 60, elapsed % 60);
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 /// `temper eval --suite`: every (chosen) benchmark in turn, each in its own folder of the
@@ -177,12 +236,13 @@ async fn run_suite(args: &EvalArgs, name: &str) -> anyhow::Result<()> {
     }
     let planned = plan_suite(args, &suite)?;
     let common = Common::new(args).await?;
-    let dir = output_dir(args, &format!("suite-{}", suite.suite.name))?;
+    let dir = output_dir(args, &format!("suite-{}", suite.suite.name), &common.model_name)?;
     prepare_suite_dir(args, &suite, &dir)?;
     run_benchmarks(args, &suite, &planned, &common, &dir).await?;
+    let label = common.model_name.clone();
     common.shutdown().await;
 
-    let run = report::Run::read(&dir, Some(args.model_name.clone()))?;
+    let run = report::Run::read(&dir, Some(label))?;
     let out = dir.join("report");
     let written = super::eval_report::write(&report::report(&[run]), &out)?;
     print!("{}", written.markdown);
@@ -281,8 +341,16 @@ async fn run_benchmarks(
         .zip(&configs)
         .map(|(p, c)| if c.num_examples > 0 { c.num_examples.min(p.problems) } else { p.problems })
         .collect();
-    let bar = progress_bar();
-    bar.set_length(groups.iter().sum::<usize>() as u64);
+    let total: usize = groups.iter().sum();
+    let display = Display::new(total);
+    display.line(&format!(
+        "running suite {} ({} benchmarks, {total} problems) on {} at {}; results in {}",
+        suite.suite.name,
+        planned.len(),
+        common.model_name,
+        args.model,
+        dir.display()
+    ));
     let mut before = 0usize;
     for (i, (p, config)) in planned.iter().zip(&configs).enumerate() {
         let b = p.benchmark;
@@ -290,8 +358,11 @@ async fn run_benchmarks(
         let resume = args.resume && sub.join(eval::METADATA).exists();
         let label = format!("{} ({}/{})", b.name, i + 1, planned.len());
         let on_progress = |p: Progress| {
-            bar.set_position((before + p.groups_done) as u64);
-            bar.set_message(format!("{label} reward {:.3} errors {}", p.reward_mean, p.errors));
+            display.update(
+                before + p.groups_done,
+                total,
+                format!("{label} reward {:.3} errors {}", p.reward_mean, p.errors),
+            );
         };
         let outcome = eval::run(
             &p.env,
@@ -305,7 +376,7 @@ async fn run_benchmarks(
         .await
         .with_context(|| format!("benchmark `{}` failed", b.name))?;
         if let Some(first) = &outcome.all_failed {
-            bar.abandon();
+            display.bar.abandon();
             bail!(
                 "benchmark `{}`: every sample failed to get a reply from the model: {first} \
                  (the finished benchmarks are kept; --resume continues)",
@@ -313,7 +384,7 @@ async fn run_benchmarks(
             );
         }
         before += groups[i];
-        bar.println(format!(
+        display.line(&format!(
             "{:<16} {} problems × {}  mean reward {:.4}  errors {}",
             b.name,
             outcome.summary.examples,
@@ -322,8 +393,26 @@ async fn run_benchmarks(
             outcome.summary.errors
         ));
     }
-    bar.finish_and_clear();
+    display.finish();
     Ok(())
+}
+
+/// The model to ask when `--model-name` is not given: the one the server lists at
+/// `URL/models` (vLLM, SGLang and `temper inference serve` list what they serve), `default`
+/// when it lists none or cannot say; several is an error that names them.
+async fn served_model(url: &str, api_key: Option<&str>) -> anyhow::Result<String> {
+    match temper_client::served_models(url, api_key, Duration::from_secs(10)).await {
+        Ok(models) if models.len() > 1 => bail!(
+            "the server at {url} serves {} models ({}); choose one with --model-name",
+            models.len(),
+            models.join(", ")
+        ),
+        Ok(models) => Ok(models.into_iter().next().unwrap_or_else(|| "default".into())),
+        Err(e) => {
+            tracing::debug!("no model list at {url}/models ({e}); asking for `default`");
+            Ok("default".into())
+        }
+    }
 }
 
 /// Where model-written code runs: a sandbox server, else the local sandbox, else (only when
@@ -386,29 +475,51 @@ fn sampling(args: &EvalArgs) -> anyhow::Result<Sampling> {
     Ok(sampling)
 }
 
-/// `--output`, or `outputs/evals/NAME--MODEL/TIMESTAMP` (with `--resume`, the latest such folder).
-fn output_dir(args: &EvalArgs, name: &str) -> anyhow::Result<PathBuf> {
+/// `--output`, or `outputs/evals/NAME--MODEL/TIME` (UTC, `2026-12-04T16-30-05Z`), with
+/// `outputs/evals/NAME--MODEL/latest` pointing at it; with `--resume`, the folder `latest`
+/// points at (else the newest).
+fn output_dir(args: &EvalArgs, name: &str, model_name: &str) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &args.output {
         return Ok(dir.clone());
     }
-    let model: String = args
-        .model_name
+    let model: String = model_name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
         .collect();
     let parent = Path::new("outputs").join("evals").join(format!("{name}--{model}"));
+    let latest = parent.join(LATEST);
     if args.resume {
-        let latest = std::fs::read_dir(&parent)
+        if let Ok(target) = std::fs::read_link(&latest) {
+            return Ok(parent.join(target));
+        }
+        let newest = std::fs::read_dir(&parent)
             .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?
             .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
             .max()
             .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?;
-        return Ok(parent.join(latest.to_string()));
+        return Ok(parent.join(newest));
     }
-    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    Ok(parent.join(stamp.to_string()))
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace(':', "-");
+    let mut folder = stamp.clone();
+    let mut n = 1;
+    while parent.join(&folder).exists() {
+        n += 1;
+        folder = format!("{stamp}-{n}");
+    }
+    std::fs::create_dir_all(parent.join(&folder))
+        .with_context(|| format!("cannot create {}", parent.join(&folder).display()))?;
+    // The link is a convenience: a failure to make it does not stop the run.
+    let _ = std::fs::remove_file(&latest);
+    if let Err(e) = std::os::unix::fs::symlink(&folder, &latest) {
+        tracing::warn!("cannot link {} to {folder}: {e}", latest.display());
+    }
+    Ok(parent.join(folder))
 }
+
+/// The link to the newest run of an environment and model.
+const LATEST: &str = "latest";
 
 /// The table printed at the end of a run.
 fn summary_table(env: &Environment, config: &EvalRun, report: &EvalReport, dir: &Path) -> String {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
@@ -49,6 +49,10 @@ pub struct MockState {
     pub hang: AtomicUsize,
     seen: Mutex<HashMap<String, usize>>,
     pub auth: Mutex<Vec<String>>,
+    /// What `GET /v1/models` lists; none answers 404 (as a server without the route).
+    pub models: Mutex<Vec<String>>,
+    /// The `model` field of every chat request.
+    pub model_names: Mutex<Vec<String>>,
 }
 
 pub struct Mock {
@@ -70,14 +74,18 @@ impl Mock {
             hang: AtomicUsize::new(0),
             seen: Mutex::new(HashMap::new()),
             auth: Mutex::new(Vec::new()),
+            models: Mutex::new(Vec::new()),
+            model_names: Mutex::new(Vec::new()),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
-        let app =
-            Router::new().route("/v1/chat/completions", post(chat)).with_state(Arc::clone(&state));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .with_state(Arc::clone(&state));
         let listener =
             runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr: SocketAddr = listener.local_addr().expect("addr");
@@ -107,6 +115,15 @@ fn completion(message: &Value, finish: &str) -> Response {
     .into_response()
 }
 
+async fn models(State(s): State<Arc<MockState>>) -> Response {
+    let models = s.models.lock().expect("lock").clone();
+    if models.is_empty() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let data: Vec<Value> = models.iter().map(|id| json!({"id": id, "object": "model"})).collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
 async fn chat(
     State(s): State<Arc<MockState>>,
     headers: HeaderMap,
@@ -116,6 +133,9 @@ async fn chat(
     s.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let _guard = InFlight(Arc::clone(&s));
     s.requests.fetch_add(1, Ordering::SeqCst);
+    if let Some(name) = body.get("model").and_then(Value::as_str) {
+        s.model_names.lock().expect("lock").push(name.to_owned());
+    }
     if let Some(auth) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
         s.auth.lock().expect("lock").push(auth.to_owned());
     }
