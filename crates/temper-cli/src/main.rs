@@ -13,6 +13,7 @@ mod args;
 mod commands;
 mod env_vars;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -57,7 +58,17 @@ fn main() -> ExitCode {
     if raw.get(1).map(String::as_str) == Some(temper_sandbox::isolation::HELPER_ARG) {
         temper_sandbox::isolation::helper_main(&raw[2..]);
     }
-    let cli = args::Cli::parse();
+    exit_quietly_when_stdout_fails();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if let Some(hint) = dotted_flag_hint(&e, &raw) {
+                eprintln!("{hint}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     if matches!(
         cli.command,
         args::Command::Inference(_) | args::Command::Sft(_) | args::Command::Trainer(_)
@@ -67,7 +78,14 @@ fn main() -> ExitCode {
     temper_launch::process::watch_parent();
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour only for a person at a terminal: role logs (teed into logs/*.log) and CI stay
+    // plain text. NO_COLOR (no-color.org) turns it off everywhere.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -78,8 +96,75 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes joined by ": ", leaving out a cause whose text the message already
+/// holds (errors that print their source would otherwise say it twice).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// Output to a closed pipe (`temper envs | head -1`) or a full disk (`> /dev/full`) makes
+/// `print!` panic; instead, a closed pipe ends the command quietly with status 0 (as `ls`,
+/// `rg` and `cargo metadata` do when their reader has what it wanted), and any other write
+/// failure is an error with status 1.
+fn exit_quietly_when_stdout_fails() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(why) = message.strip_prefix("failed printing to stdout: ") {
+            if why.starts_with("Broken pipe") {
+                std::process::exit(0);
+            }
+            eprintln!("error: cannot write to standard output: {why}");
+            std::process::exit(1);
+        }
+        default(info);
+    }));
+}
+
+/// The hint for a config key given as a flag (`--trainer.steps 20`, as prime-rl spells it):
+/// temper sets config keys with `--set trainer.steps=20`.
+fn dotted_flag_hint(e: &clap::Error, raw: &[String]) -> Option<String> {
+    const WITH_SET: &[&str] = &["rl", "sft", "trainer", "orchestrator", "doctor"];
+    if e.kind() != clap::error::ErrorKind::UnknownArgument
+        || !raw.get(1).is_some_and(|c| WITH_SET.contains(&c.as_str()))
+    {
+        return None;
+    }
+    let at = raw.iter().position(|a| {
+        a.strip_prefix("--").is_some_and(|k| {
+            let key = k.split('=').next().unwrap_or(k);
+            key.contains('.') && key.split('.').all(|p| !p.is_empty())
+        })
+    })?;
+    let flag = &raw[at];
+    let (key, value) = match flag[2..].split_once('=') {
+        Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
+        None => (flag[2..].to_owned(), raw.get(at + 1).filter(|v| !v.starts_with("--")).cloned()),
+    };
+    let value = value.unwrap_or_else(|| "VALUE".into());
+    Some(format!(
+        "error: unexpected argument '{flag}'\n\n  \
+         tip: temper {} sets config keys with --set: --set {key}={value}\n\n\
+         For more information, try '--help'.",
+        raw[1]
+    ))
 }

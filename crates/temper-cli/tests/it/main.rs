@@ -2,6 +2,7 @@
 
 mod agentic;
 mod eval;
+mod first_hour;
 mod hub;
 mod inference;
 mod mock;
