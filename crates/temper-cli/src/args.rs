@@ -517,14 +517,24 @@ pub enum InferenceCommand {
 
 /// `temper inference serve`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("model_given").required(true).args(["model_path", "model"])))]
 pub struct InferenceServeArgs {
     /// The model: a folder in the Hugging Face layout (config.json, safetensors, tokenizer.json,
-    /// tokenizer_config.json) or a .gguf file.
-    #[arg(long)]
-    pub model: PathBuf,
+    /// tokenizer_config.json) or a .gguf file (as `vllm serve MODEL`).
+    #[arg(value_name = "MODEL", conflicts_with = "model")]
+    pub model_path: Option<PathBuf>,
+    /// The model, as a flag (the same as MODEL).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<PathBuf>,
     /// Address to listen on (port 0: a free one).
-    #[arg(long, default_value = "127.0.0.1:8000")]
+    #[arg(long, default_value = "127.0.0.1:8000", conflicts_with_all = ["host", "port"])]
     pub addr: String,
+    /// Host to listen on, with --port (as vLLM's; 0.0.0.0 for every interface).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (as vLLM's --port; 0: a free one) [default: 8000].
+    #[arg(long)]
+    pub port: Option<u16>,
     /// Once listening, write the address clients reach the server at (`host:port`; the node's
     /// name for an address on all interfaces) to this file.
     #[arg(long, value_name = "FILE")]

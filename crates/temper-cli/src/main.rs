@@ -76,8 +76,15 @@ fn main() -> ExitCode {
         pin_tensor_threads();
     }
     temper_launch::process::watch_parent();
+    // A server says what it serves, one line per request, as vLLM's does.
+    let default_filter = match &cli.command {
+        args::Command::Inference(args::InferenceCommand::Serve(_)) => {
+            format!("warn,{}=info", temper_inference::ACCESS_LOG)
+        }
+        _ => "warn".to_owned(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_vars::LOG)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     // Colour only for a person at a terminal: role logs (teed into logs/*.log) and CI stay
     // plain text. NO_COLOR (no-color.org) turns it off everywhere.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

@@ -16,4 +16,4 @@ pub mod toolcall;
 pub use engine::{Engine, EngineConfig, Event, Finish, Request, SubmitError};
 pub use local::LocalServer;
 pub use sampling::SamplingOptions;
-pub use server::{ServerState, router};
+pub use server::{ACCESS_LOG, ServerState, router};

@@ -107,8 +107,29 @@ pub fn router(state: Arc<ServerState>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
         })
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn(access_log))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+/// Where [`access_log`] writes: `temper inference serve` shows it by default.
+pub const ACCESS_LOG: &str = "temper_inference::access";
+
+/// One `info` line per request (method, path, status, milliseconds), as vLLM's server logs
+/// them; the probes (`/health`, `/metrics`) are left out.
+async fn access_log(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    if path != "/health" && path != "/metrics" {
+        tracing::info!(
+            target: ACCESS_LOG,
+            "{method} {path} {} {:.0} ms",
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    response
 }
 
 async fn measure_rate(state: std::sync::Weak<ServerState>) {

@@ -46,11 +46,22 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let dtype = dtype(args.dtype);
     let device = device(&args.device)?;
     let state_device = device.clone();
+    let model_path = args.model_path.clone().or(args.model.clone()).context("name the model")?;
+    anyhow::ensure!(model_path.exists(), "{}: no such file or folder", model_path.display());
+    // Listen first: a busy port fails now, not after the model has loaded; requests that come
+    // while it loads wait in the listen queue.
+    let addr = match args.port {
+        Some(port) => format!("{}:{port}", args.host),
+        None => args.addr.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
     let started = std::time::Instant::now();
-    let path = args.model.clone();
+    let path = model_path.clone();
     let mut p = tokio::task::spawn_blocking(move || Pretrained::load(&path, dtype, &device))
         .await?
-        .with_context(|| format!("cannot load the model {}", args.model.display()))?;
+        .with_context(|| format!("cannot load the model {}", model_path.display()))?;
     // Fail now, not at the first request, when the dtype/device pair cannot run.
     p.model.forward(&[0]).with_context(|| {
         format!("the model cannot run in {:?} on {} (f32 always can)", args.dtype, args.device)
@@ -65,7 +76,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
         p.model.set_max_positions(len)?;
     }
     let name = args.served_model_name.clone().unwrap_or_else(|| {
-        args.model
+        model_path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into())
@@ -73,7 +84,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let cfg = p.model.config();
     eprintln!(
         "temper inference: {} ({:?}, {} layers, {:.1}M parameters, context {}) loaded in {:.1} s",
-        args.model.display(),
+        model_path.display(),
         cfg.architecture,
         cfg.num_hidden_layers,
         p.model.num_parameters() as f64 / 1e6,
@@ -99,9 +110,6 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
         0,
     );
     let state = ServerState::new(engine, p.chat_template, name, dtype, state_device);
-    let listener = tokio::net::TcpListener::bind(&args.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
     let local = listener.local_addr()?;
     eprintln!("temper inference: serving on http://{local}/v1");
     if let Some(file) = &args.address_file {

@@ -25,28 +25,36 @@ impl Drop for Server {
 
 #[tokio::test]
 async fn serve_answers_health_models_and_completions() {
+    // As `vllm serve MODEL --port N`: the model positional, the port a flag (0: a free one).
     let child = Command::new(env!("CARGO_BIN_EXE_temper"))
-        .args([
-            "inference",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--served-model-name",
-            "smol",
-            "--model",
-        ])
+        .args(["inference", "serve"])
         .arg(smollm2())
+        .args(["--port", "0", "--served-model-name", "smol"])
+        .env_remove("TEMPER_LOG")
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut server = Server(child);
     let stderr = server.0.stderr.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait_for = |needle: &str| -> String {
+        loop {
+            let line = lines
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("the server never said {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    };
     // "temper inference: serving on http://127.0.0.1:PORT/v1"
-    let url = BufReader::new(stderr)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| l.split("serving on ").nth(1).map(|u| u.trim_end_matches("/v1").to_owned()))
-        .expect("the server said where it listens");
+    let line = wait_for("serving on ");
+    let url = line.split("serving on ").nth(1).unwrap().trim_end_matches("/v1").to_owned();
     let health: serde_json::Value =
         reqwest::get(format!("{url}/health")).await.unwrap().json().await.unwrap();
     assert_eq!((health["status"].as_str(), health["model"].as_str()), (Some("ok"), Some("smol")));
@@ -65,6 +73,29 @@ async fn serve_answers_health_models_and_completions() {
         .unwrap();
     assert!(r["choices"][0]["text"].as_str().unwrap().contains("Paris"), "{r}");
     assert_eq!(r["usage"]["completion_tokens"], 3);
+    // A line per request (not for the health probe), without colour codes on a pipe.
+    let logged = wait_for("/v1/");
+    assert!(logged.contains("GET /v1/models 200"), "{logged}");
+    let logged = wait_for("/v1/completions");
+    assert!(logged.contains("POST /v1/completions 200") && !logged.contains('\u{1b}'), "{logged}");
+}
+
+#[test]
+fn a_busy_port_fails_before_the_model_loads() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .args(["inference", "serve"])
+        .arg(smollm2())
+        .args(["--port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with(&format!("error: cannot listen on 127.0.0.1:{port}: ")), "{err}");
+    assert!(!err.contains("loaded in"), "the model was loaded first: {err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
 #[test]
@@ -85,7 +116,7 @@ fn serve_refuses_what_cannot_run_before_listening() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected cpu, cuda or cuda:N"));
     let out = Command::new(env!("CARGO_BIN_EXE_temper"))
-        .args(["inference", "serve", "--model", "/nonexistent/model.gguf"])
+        .args(["inference", "serve", "--addr", "127.0.0.1:0", "--model", "/nonexistent/model.gguf"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
