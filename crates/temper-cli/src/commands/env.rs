@@ -91,11 +91,13 @@ fn connect(hub: &HubArgs) -> anyhow::Result<HubClient> {
 pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let url = args.hub.url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned());
     let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        eprint!("token for {url} (from `temper hub user add`): ");
-    }
     let mut token = String::new();
-    stdin.lock().read_line(&mut token).context("cannot read the token from stdin")?;
+    if stdin.is_terminal() {
+        eprint!("token for {url} (from `temper hub user add`; not shown as you paste it): ");
+        read_unechoed(&mut token).context("cannot read the token from the terminal")?;
+    } else {
+        stdin.lock().read_line(&mut token).context("cannot read the token from stdin")?;
+    }
     let token = token.trim().to_owned();
     ensure!(!token.is_empty(), "no token on stdin");
     let client = HubClient::new(&url, Some(token.clone()))?;
@@ -117,6 +119,21 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads a line from the terminal with echo off (as `ssh` and `sudo` read a password), putting
+/// the terminal back as it was.
+fn read_unechoed(line: &mut String) -> std::io::Result<()> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let before = tcgetattr(&stdin)?;
+    let mut quiet = before.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    quiet.local_flags.insert(LocalFlags::ECHONL);
+    tcsetattr(&stdin, SetArg::TCSANOW, &quiet)?;
+    let read = stdin.lock().read_line(line);
+    tcsetattr(&stdin, SetArg::TCSANOW, &before)?;
+    read.map(|_| ())
+}
+
 /// Installs `reference` (pinning it in `lock_path`) and returns the package folder.
 async fn install_one(
     client: &HubClient,
@@ -124,9 +141,30 @@ async fn install_one(
     reference: &EnvRef,
     lock_path: &Path,
 ) -> anyhow::Result<temper_hub::Installed> {
-    temper_hub::install_locked(client, store, reference, lock_path, &Limits::default())
-        .await
-        .with_context(|| format!("cannot install {reference}"))
+    match temper_hub::install_locked(client, store, reference, lock_path, &Limits::default()).await
+    {
+        Ok(installed) => Ok(installed),
+        Err(e @ temper_hub::HubError::NotFound(_)) => {
+            let close = close_name(client, reference).await;
+            let hint = close.map(|c| format!("; did you mean {c}?")).unwrap_or_default();
+            Err(anyhow::Error::new(e).context(format!("cannot install {reference}{hint}")))
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot install {reference}"))),
+    }
+}
+
+/// The hub environment whose name is closest to a reference that was not found: among the
+/// owner's, else among those matching the name.
+async fn close_name(client: &HubClient, reference: &EnvRef) -> Option<String> {
+    let mut names: Vec<String> = Vec::new();
+    for query in [reference.owner.as_str(), reference.name.as_str()] {
+        if let Ok(hits) = client.search(query, 100).await {
+            names.extend(hits.into_iter().map(|h| format!("{}/{}", h.owner, h.name)));
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    temper_launch::settings::closest(&reference.full_name(), &names)
 }
 
 fn describe(i: &temper_hub::Installed) -> String {
@@ -250,8 +288,11 @@ fn init(args: &EnvInitArgs) -> anyhow::Result<()> {
 
 async fn push(args: EnvPushArgs) -> anyhow::Result<()> {
     let dir = &args.path;
-    // Validate as temper will load it: manifest, data files, rubric.
-    let env = temper_envs::package::load_dir(dir, &temper_envs::LoadOptions::default())
+    // Validate as temper will load it: manifest, data files, rubric. Publishing runs nothing,
+    // so an external environment's command is allowed here (it starts only when an evaluation
+    // or a run asks for it, with that command's own consent).
+    let load = temper_envs::LoadOptions { allow_external: true, ..Default::default() };
+    let env = temper_envs::package::load_dir(dir, &load)
         .with_context(|| format!("{} is not a valid environment package", dir.display()))?;
     let version = semver::Version::parse(&env.info.version).with_context(|| {
         format!("{}: environment.version", dir.join("environment.toml").display())

@@ -1,6 +1,6 @@
 //! `temper hub serve` and `temper hub user add`.
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use temper_hub::Limits;
 use temper_hub::db::{Db, Scope};
 use temper_hub::server::{Hub, HubConfig};
@@ -46,6 +46,16 @@ async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
 }
 
 async fn user_add(args: HubUserAddArgs) -> anyhow::Result<()> {
+    // A token made in a folder no hub serves is one the running hub rejects: the folder must
+    // be a hub's already.
+    let file = args.data.data.join("hub.db");
+    if args.data.database.is_none() && !file.is_file() {
+        bail!(
+            "{} does not exist: pass --data DIR, the folder your `temper hub serve --data DIR` \
+             uses (default ./hub-data, made when the hub first starts), or --database URL",
+            file.display()
+        );
+    }
     let db = open_db(&args.data).await?;
     let scopes: Vec<Scope> =
         args.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?;

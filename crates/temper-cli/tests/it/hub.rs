@@ -165,6 +165,34 @@ fn push_install_lock_yank_private_and_login_through_the_cli() {
     ok(&w.temper("work", "home", a, &["env", "push", "greet"]));
     let hash_020 = temper_envs::package::content_hash(&w.path("work/greet")).expect("hash");
     assert_ne!(hash_010, hash_020);
+    // A Python (external) environment publishes: pushing runs nothing, so it needs no consent.
+    let guess =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/environments/guess-number");
+    let pushed = ok(&w.temper("work", "home", a, &["env", "push", guess.to_str().unwrap()]));
+    assert!(pushed.contains("published alice/guess-number@"), "{pushed}");
+    // A slip of the name gets the close one.
+    let miss = w.temper("p0", "home", None, &["env", "install", "alice/gret"]);
+    assert_eq!(miss.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&miss.stderr);
+    assert!(
+        err.starts_with("error: cannot install alice/gret; did you mean alice/greet?"),
+        "{err}"
+    );
+    assert!(!w.path("p0/temper.lock").exists(), "a failed install wrote the lock");
+    // A token made where no hub keeps its data would be rejected by the running hub: refused.
+    let stray = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .args(["hub", "user", "add", "carol"])
+        .current_dir(w.path("p0"))
+        .output()
+        .expect("user add");
+    assert_eq!(stray.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&stray.stderr)
+            .starts_with("error: hub-data/hub.db does not exist: pass --data DIR"),
+        "{}",
+        text(&stray)
+    );
+    assert!(!w.path("p0/hub-data").exists() && stray.stdout.is_empty());
 
     // Install by requirement: the lockfile pins version, hash and URL.
     let got = ok(&w.temper("p1", "home", None, &["env", "install", "alice/greet@^0.1"]));
