@@ -355,12 +355,23 @@ pub struct EnvYankArgs {
 /// `temper plot`.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// The run directory (output.dir of the run).
-    pub run_dir: PathBuf,
+    /// Run directories (output.dir of an RL or SFT run); several are drawn on the same charts.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub run_dirs: Vec<PathBuf>,
 
-    /// Where to write the charts (default RUN_DIR/plots).
-    #[arg(long, value_name = "DIR")]
+    /// Where to write the charts (default RUN_DIR/plots; needed for several runs).
+    #[arg(long, short = 'o', value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Weight of the moving average drawn over noisy series, as TensorBoard's smoothing slider
+    /// (0 draws the raw values only).
+    #[arg(long, default_value_t = 0.6, value_name = "W")]
+    pub smooth: f64,
+
+    /// Also write report.html: the charts, each run's config and last evaluation on one page
+    /// that a browser opens offline.
+    #[arg(long)]
+    pub html: bool,
 }
 
 /// `temper orchestrator`.

@@ -61,7 +61,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Orchestrator(args) => orchestrator::run(args).await,
         Command::Rl(args) => rl::run(args).await,
         Command::Doctor(args) => doctor::run(args),
-        Command::Plot(args) => plot::run(args),
+        Command::Plot(args) => plot::run(&args),
         Command::Hub(command) => hub::run(command).await,
         Command::Env(command) => env::run(command).await,
         Command::Login(args) => env::login(args).await,

@@ -128,9 +128,66 @@ fn a_failed_start_leaves_nothing_so_the_rerun_runs() {
     assert!(!dir.join("out").exists(), "the failed run left output.dir behind");
     // Corrected, the same command runs.
     std::fs::write(dir.join("sft.toml"), SFT).expect("write");
-    let out = run(dir, &["sft", "sft.toml"]);
+    let out = run(dir, &["sft", "sft.toml", "--set", "train.steps=4"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(dir.join("out/config.toml").is_file());
+
+    // The SFT run plots: its loss, its throughput, and a page with them and its config.
+    let out = run(dir, &["plot", "out", "--html"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for file in ["loss.png", "throughput.png", "report.html"] {
+        assert!(said.contains(&format!("out/plots/{file}")), "{said}");
+        assert!(dir.join("out/plots").join(file).is_file(), "{file}");
+    }
+    let page = std::fs::read_to_string(dir.join("out/plots/report.html")).expect("report");
+    assert!(page.contains("<title>temper run out</title>"), "{page}");
+    assert_eq!(page.matches("src=\"data:image/png;base64,").count(), 2, "two charts inline");
+    assert!(page.contains("steps = 4"), "the resolved config is on the page");
+    screenshot(&dir.join("out/plots/report.html"), "plot-report-sft.png");
+}
+
+/// Headless Chromium (Debian's `chromium`), if installed; CI sets TEMPER_TEST_REQUIRE_CHROMIUM
+/// (and installs it), so there a missing browser fails instead of skipping.
+fn chromium() -> Option<std::path::PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|name| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file())
+        })
+    });
+    assert!(
+        found.is_some() || std::env::var_os("TEMPER_TEST_REQUIRE_CHROMIUM").is_none(),
+        "TEMPER_TEST_REQUIRE_CHROMIUM is set but no chromium is on PATH"
+    );
+    found
+}
+
+/// Renders a local page in headless Chromium and keeps the screenshot for a person to look at,
+/// in `target/tmp/screenshots/NAME`; checks it is an image of the page (not blank).
+fn screenshot(page: &Path, name: &str) {
+    let Some(browser) = chromium() else { return };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots folder");
+    let shot = shots.join(name);
+    let profile = tempfile::tempdir().expect("profile");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1200,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.canonicalize().expect("page").display()))
+        .output()
+        .expect("chromium");
+    assert!(out.status.success(), "chromium: {}", stderr(&out));
+    let png = std::fs::read(&shot).expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{} bytes", png.len());
 }
 
 #[test]

@@ -288,7 +288,7 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
         let path = run.join("plots").join(format!("{chart}.png"));
         assert!(String::from_utf8_lossy(&out.stdout).contains(&*path.to_string_lossy()));
         let png = image::open(&path).unwrap().to_rgb8();
-        assert_eq!(png.dimensions(), (960, 540));
+        assert_eq!(png.dimensions(), (1040, 540));
         // Palette99's first colours, the first series (lines that coincide hide each other).
         let series = [[230, 25, 75], [60, 180, 75], [255, 225, 25]];
         let line = png.pixels().filter(|p| series.contains(&p.0)).count();
