@@ -239,6 +239,57 @@ fn unpack_checked(
     Ok(Unpacked { content_hash, files, bytes })
 }
 
+/// One file read out of an archive: its first bytes and its whole size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    /// At most the bytes asked for.
+    pub bytes: Vec<u8>,
+    /// The file's size in the archive.
+    pub size: u64,
+}
+
+impl FileRead {
+    /// Whether `bytes` holds less than the whole file.
+    pub fn truncated(&self) -> bool {
+        (self.bytes.len() as u64) < self.size
+    }
+}
+
+/// The first `max_bytes` of the regular file at `wanted` (a package-relative path) in a
+/// published archive, or `None` when it has no such file. Reading stops at that file, and the
+/// archive is held to the same stream budget as [`unpack`].
+pub fn read_file(
+    archive: &[u8],
+    wanted: &str,
+    limits: &Limits,
+    max_bytes: u64,
+) -> Result<Option<FileRead>, HubError> {
+    let bad = |m: String| HubError::invalid(format!("refused archive: {m}"));
+    let limit = stream_budget(limits);
+    let mut tar = tar::Archive::new(Budget { inner: GzDecoder::new(archive), left: limit, limit });
+    let mut long_name: Option<Vec<u8>> = None;
+    for entry in tar.entries().map_err(|e| bad(e.to_string()))?.raw(true) {
+        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+        let kind = entry.header().entry_type();
+        if kind.is_gnu_longname() {
+            long_name = Some(read_long_name(&mut entry, limits).map_err(bad)?);
+            continue;
+        }
+        let raw = match long_name.take() {
+            Some(name) => name,
+            None => entry.path_bytes().into_owned(),
+        };
+        let is_file = matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous);
+        if is_file && raw == wanted.as_bytes() {
+            let size = entry.size();
+            let mut bytes = Vec::with_capacity(size.min(max_bytes) as usize);
+            entry.take(max_bytes).read_to_end(&mut bytes).map_err(|e| bad(e.to_string()))?;
+            return Ok(Some(FileRead { bytes, size }));
+        }
+    }
+    Ok(None)
+}
+
 /// The size of a tar block: headers, and the unit data is padded to.
 const BLOCK: u64 = 512;
 

@@ -567,16 +567,26 @@ impl Db {
             })
             .collect();
         let pattern = format!("%{escaped}%");
+        let prefix = format!("{escaped}%");
+        // Best first: the name itself, a name that starts with the query, one that holds it,
+        // the owner, then the description; names in order within each.
         let rows = sqlx::query(
             "SELECT owner, name, private, description, created_at FROM envs \
              WHERE (private = 0 OR owner = $1) \
              AND (LOWER(owner) LIKE $2 ESCAPE '\\' OR LOWER(name) LIKE $2 ESCAPE '\\' OR LOWER(description) LIKE $2 ESCAPE '\\') \
-             ORDER BY owner, name LIMIT $3 OFFSET $4",
+             ORDER BY CASE \
+               WHEN LOWER(name) = $5 OR LOWER(owner) || '/' || LOWER(name) = $5 THEN 0 \
+               WHEN LOWER(name) LIKE $6 ESCAPE '\\' THEN 1 \
+               WHEN LOWER(name) LIKE $2 ESCAPE '\\' THEN 2 \
+               WHEN LOWER(owner) LIKE $2 ESCAPE '\\' THEN 3 \
+               ELSE 4 END, name, owner LIMIT $3 OFFSET $4",
         )
         .bind(viewer.unwrap_or(""))
         .bind(pattern)
         .bind(limit)
         .bind(offset)
+        .bind(query.to_lowercase())
+        .bind(prefix)
         .fetch_all(&self.pool)
         .await
         .map_err(HubError::Database)?;

@@ -169,6 +169,11 @@ impl Hub {
     }
 
     /// Forgets clients whose bucket is full again; returns how many are still tracked.
+    /// The archive limits this hub enforces.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.cfg.limits
+    }
+
     pub fn prune_rate_limits(&self) -> usize {
         self.limiter.retain_recent();
         self.limiter.shrink_to_fit();
@@ -215,7 +220,7 @@ impl Hub {
         }
     }
 
-    fn base_url(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn base_url(&self, headers: &HeaderMap) -> String {
         if let Some(url) = &self.cfg.public_url {
             return url.trim_end_matches('/').to_owned();
         }
@@ -289,6 +294,8 @@ pub fn router(hub: Hub) -> Router {
     Router::new()
         .route("/", get(crate::web::index))
         .route("/envs/{owner}/{name}", get(crate::web::env_page))
+        .route("/envs/{owner}/{name}/files/{*path}", get(crate::web::file_page))
+        .route("/publish", get(crate::web::publish_page))
         .route("/health", get(|| async { axum::Json(json!({"status": "ok"})) }))
         .route("/metrics", get(metrics))
         .route("/api/v1/whoami", get(whoami))

@@ -1,8 +1,11 @@
 //! The hub's web pages, served by the same process as the API:
 //!
 //! - `/` (and `/?q=…`): the public environments, searched by owner, name or description;
-//! - `/envs/{owner}/{name}[?v=VERSION]`: one environment, with its README rendered, the install
-//!   line, every version with its content hash, and the files of the shown version.
+//! - `/envs/{owner}/{name}[?v=VERSION]`: one environment, with its README rendered, the lines
+//!   that evaluate, install and train on it, what its manifest says (kind, parser, rubric,
+//!   dataset layout, tags, license), every version with its content hash, and the files of the
+//!   shown version, each opening as text (`/envs/{owner}/{name}/files/PATH[?v=VERSION]`);
+//! - `/publish`: how to get a token and publish an environment.
 //!
 //! Templates are minijinja with HTML auto-escaping; a README is Markdown (pulldown-cmark)
 //! sanitized by ammonia, so scripts, event handlers and `javascript:` links never reach the page,
@@ -12,7 +15,7 @@
 use std::sync::OnceLock;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -39,6 +42,8 @@ fn templates() -> &'static minijinja::Environment<'static> {
             ("index.html", include_str!("../templates/index.html")),
             ("env.html", include_str!("../templates/env.html")),
             ("error.html", include_str!("../templates/error.html")),
+            ("file.html", include_str!("../templates/file.html")),
+            ("publish.html", include_str!("../templates/publish.html")),
         ] {
             // The templates are part of the binary; a syntax error is caught by the tests.
             if let Err(e) = env.add_template(name, source) {
@@ -133,13 +138,64 @@ pub(crate) struct EnvQuery {
 
 pub(crate) async fn env_page(
     State(hub): State<Hub>,
+    headers: HeaderMap,
     Path((owner, name)): Path<(String, String)>,
     Query(q): Query<EnvQuery>,
 ) -> Response {
-    match env_inner(&hub, &owner, &name, q.v.as_deref()).await {
+    match env_inner(&hub, &headers, &owner, &name, q.v.as_deref()).await {
         Ok(r) => r,
         Err(e) => error_page(&e),
     }
+}
+
+/// The most bytes of a file its page shows.
+const MAX_FILE_BYTES: u64 = 256 << 10;
+
+pub(crate) async fn file_page(
+    State(hub): State<Hub>,
+    Path((owner, name, path)): Path<(String, String, String)>,
+    Query(q): Query<EnvQuery>,
+) -> Response {
+    match file_inner(&hub, &owner, &name, &path, q.v.as_deref()).await {
+        Ok(r) => r,
+        Err(e) => error_page(&e),
+    }
+}
+
+async fn file_inner(
+    hub: &Hub,
+    owner: &str,
+    name: &str,
+    path: &str,
+    version: Option<&str>,
+) -> Result<Response, HubError> {
+    let (_, shown) = shown_version(hub, owner, name, version).await?;
+    let entry =
+        shown.files.iter().find(|f| f.path == path).ok_or_else(|| {
+            HubError::NotFound(format!("{owner}/{name}@{}: {path}", shown.version))
+        })?;
+    let archive = hub.archives.get(&shown.archive_key).await?;
+    let read = crate::archive::read_file(&archive, path, hub.limits(), MAX_FILE_BYTES)?
+        .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{}: {path}", shown.version)))?;
+    let text = std::str::from_utf8(&read.bytes).ok().filter(|t| !t.contains('\0'));
+    let ctx = json!({
+        "q": "",
+        "owner": owner,
+        "name": name,
+        "version": shown.version.to_string(),
+        "path": path,
+        "bytes": entry.bytes,
+        "sha256": entry.sha256,
+        "text": text,
+        "truncated": read.truncated(),
+        "shown_bytes": read.bytes.len(),
+    });
+    Ok(page(StatusCode::OK, "file.html", minijinja::Value::from(minijinja::value::Serde(&ctx))))
+}
+
+pub(crate) async fn publish_page(State(hub): State<Hub>, headers: HeaderMap) -> Response {
+    let ctx = json!({"q": "", "hub_url": hub.base_url(&headers)});
+    page(StatusCode::OK, "publish.html", minijinja::Value::from(minijinja::value::Serde(&ctx)))
 }
 
 /// `YYYY-MM-DD` of Unix seconds (UTC), by the days-to-civil algorithm.
@@ -156,14 +212,16 @@ fn date(unix: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
-async fn env_inner(
+/// The environment (public only) and the version a page shows: `version`, else the latest
+/// that is not yanked, else the newest.
+async fn shown_version(
     hub: &Hub,
     owner: &str,
     name: &str,
     version: Option<&str>,
-) -> Result<Response, HubError> {
+) -> Result<(Vec<VersionSummary>, VersionRow), HubError> {
     let not_found = || HubError::NotFound(format!("{owner}/{name}"));
-    let env = hub.db.env(owner, name).await?.filter(|e| !e.private).ok_or_else(not_found)?;
+    hub.db.env(owner, name).await?.filter(|e| !e.private).ok_or_else(not_found)?;
     // Summaries of every version (no file lists or READMEs), and one version whole.
     let versions: Vec<VersionSummary> = hub.db.version_summaries(owner, name).await?;
     let picked = match version {
@@ -178,6 +236,54 @@ async fn env_inner(
         .version(owner, name, &picked)
         .await?
         .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{picked}")))?;
+    Ok((versions, shown))
+}
+
+/// What a package's manifest says about it, for its page; `None` fields were not set.
+fn about(manifest_text: &str) -> serde_json::Value {
+    let Ok(m) = toml::from_str::<temper_envs::package::Manifest>(manifest_text) else {
+        return json!({"unreadable": true});
+    };
+    let rubric: Vec<String> = m
+        .rubric
+        .iter()
+        .map(|r| {
+            let name = r.name.as_deref().filter(|n| *n != r.reward);
+            let named = name.map(|n| format!(" as {n}")).unwrap_or_default();
+            if r.weight == 0.0 {
+                format!("{}{named} (logged only)", r.reward)
+            } else {
+                format!("{}{named} × {}", r.reward, r.weight)
+            }
+        })
+        .collect();
+    let dataset = m.dataset.as_ref().map(|d| {
+        let layout = d.layout.map(|l| format!("{l:?}").to_lowercase());
+        match (&d.generator, layout) {
+            (Some(g), _) => format!("generated by {g}"),
+            (None, Some(l)) => format!("files in the {l} layout"),
+            (None, None) => "files".to_owned(),
+        }
+    });
+    json!({
+        "kind": m.env.kind.clone().unwrap_or_else(|| "single_turn".into()),
+        "parser": m.env.parser.clone().unwrap_or_else(|| "raw".into()),
+        "rubric": rubric,
+        "tools": m.tool.iter().map(|t| t.name.clone()).chain(m.env.tools.iter().cloned()).collect::<Vec<_>>(),
+        "dataset": dataset,
+        "tags": m.environment.tags,
+        "license": m.environment.license,
+    })
+}
+
+async fn env_inner(
+    hub: &Hub,
+    headers: &HeaderMap,
+    owner: &str,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Response, HubError> {
+    let (versions, shown) = shown_version(hub, owner, name, version).await?;
     let rows: Vec<_> = versions
         .iter()
         .take(MAX_VERSION_ROWS)
@@ -188,12 +294,26 @@ async fn env_inner(
             })
         })
         .collect();
+    let archive = hub.archives.get(&shown.archive_key).await?;
+    let manifest = crate::archive::read_file(
+        &archive,
+        temper_envs::package::MANIFEST,
+        hub.limits(),
+        MAX_FILE_BYTES,
+    )?
+    .map(|m| String::from_utf8_lossy(&m.bytes).into_owned())
+    .unwrap_or_default();
+    let hub_url = hub.base_url(headers);
     let ctx = json!({
         "q": "",
-        "owner": env.owner,
-        "name": env.name,
+        "owner": owner,
+        "name": name,
         "description": shown.description,
         "readme": render_readme(&shown.readme),
+        "manifest": manifest,
+        "about": about(&manifest),
+        "hub_url": hub_url,
+        "default_hub": hub_url == crate::client::DEFAULT_URL,
         "shown": {
             "version": shown.version.to_string(), "content_hash": shown.content_hash,
             "yanked": shown.yanked, "files": shown.files, "archive_bytes": shown.archive_bytes,

@@ -506,6 +506,69 @@ async fn web_pages_render_safely_in_headless_chromium() {
         dom.contains("<code>data/train.jsonl</code>") && dom.contains("<code>README.md</code>")
     );
 
+    // What a visitor needs to choose and use it: the lines to run, what the manifest says, and
+    // every file opening as text (escaped).
+    assert!(dom.contains("temper eval alice/hello -m http://localhost:8000/v1"), "{dom}");
+    assert!(
+        dom.contains("id = \"alice/hello\"") || dom.contains("id = &quot;alice/hello&quot;"),
+        "{dom}"
+    );
+    assert!(dom.contains(&format!("export TEMPER_HUB_URL={}", s.url)), "{dom}");
+    for shown in [
+        "<th>kind</th><td>single_turn</td>",
+        "<code>raw</code>",
+        "<code>exact_match × 1</code>",
+        "not stated",
+    ] {
+        assert!(dom.contains(shown), "{shown}: {dom}");
+    }
+    let link = "/envs/alice/hello/files/data/train.jsonl?v=1.1.0";
+    assert!(dom.contains(&format!("href=\"{link}\"")), "{dom}");
+    let file = browse(&browser, &profile, &["--dump-dom"], &format!("{}{link}", s.url)).await;
+    assert!(file.contains("<code>data/train.jsonl</code>"), "{file}");
+    assert!(file.contains("{\"question\": \"hi\", \"answer\": \"hello\"}"), "{file}");
+    let readme_file = format!("{}/envs/alice/hello/files/README.md?v=1.1.0", s.url);
+    let readme_file = browse(&browser, &profile, &["--dump-dom"], &readme_file).await;
+    assert!(readme_file.contains("&lt;script&gt;document.title"), "shown as text: {readme_file}");
+    assert!(readme_file.contains("<title>README.md · alice/hello@1.1.0 · temper hub</title>"));
+    let no_file = format!("{}/envs/alice/hello/files/nope.txt", s.url);
+    let no_file = browse(&browser, &profile, &["--dump-dom"], &no_file).await;
+    assert!(no_file.contains("No environment alice/hello@1.1.0: nope.txt."), "{no_file}");
+    let publish = browse(&browser, &profile, &["--dump-dom"], &format!("{}/publish", s.url)).await;
+    for step in
+        ["temper hub user add YOUR_NAME --data DIR", "temper login", "temper env push my-task"]
+    {
+        assert!(publish.contains(step), "{step}: {publish}");
+    }
+    // A package without a README shows its manifest instead; its tags and license too.
+    let bare = tmp.path().join("bare");
+    package(&bare, "tagged", "0.1.0", "");
+    std::fs::remove_file(bare.join("README.md")).unwrap();
+    let manifest = std::fs::read_to_string(bare.join("environment.toml")).unwrap();
+    std::fs::write(
+        bare.join("environment.toml"),
+        manifest
+            .replace("description", "license = \"MIT\"\ntags = [\"math\", \"tiny\"]\ndescription"),
+    )
+    .unwrap();
+    let packed = pack(&bare, &Limits::default()).unwrap().bytes;
+    assert_eq!(s.publish(Some(&alice), "alice/tagged", packed, false).await.0, StatusCode::CREATED);
+    let tagged =
+        browse(&browser, &profile, &["--dump-dom"], &format!("{}/envs/alice/tagged", s.url)).await;
+    assert!(tagged.contains("<pre id=\"manifest\">[environment]"), "{tagged}");
+    assert!(
+        tagged.contains("<span class=\"badge\">math</span>") && tagged.contains("<td>MIT</td>"),
+        "{tagged}"
+    );
+
+    // Search ranks a name match before a description match.
+    let ranked = s.get(None, "/api/v1/envs?q=tagged").await.1;
+    assert_eq!(ranked["envs"][0]["name"], "tagged", "{ranked}");
+    let ranked = s.get(None, "/api/v1/envs?q=hello").await.1;
+    let names: Vec<&str> =
+        ranked["envs"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["hello", "tagged"], "the name first, then the description: {ranked}");
+
     let index = browse(&browser, &profile, &["--dump-dom"], &format!("{}/?q=hel", s.url)).await;
     assert!(index.contains("href=\"/envs/alice/hello\""), "{index}");
     assert!(!index.contains("hidden"), "a private environment is listed: {index}");
@@ -525,6 +588,19 @@ async fn web_pages_render_safely_in_headless_chromium() {
     let distinct: std::collections::HashSet<[u8; 3]> = img.pixels().map(|p| p.0).collect();
     assert!(distinct.len() > 50, "{} colours", distinct.len());
     eprintln!("screenshot: {}", shot.display());
+    for (name, url) in [
+        ("hub-file-page.png", format!("{}{link}", s.url)),
+        ("hub-publish-page.png", format!("{}/publish", s.url)),
+        ("hub-env-without-readme.png", format!("{}/envs/alice/tagged", s.url)),
+    ] {
+        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        let _ = std::fs::remove_file(&shot);
+        browse(&browser, &profile, &[&format!("--screenshot={}", shot.display())], &url).await;
+        let img = image::open(&shot).expect("a PNG screenshot").to_rgb8();
+        let distinct: std::collections::HashSet<[u8; 3]> = img.pixels().map(|p| p.0).collect();
+        assert!(distinct.len() > 20, "{name}: {} colours", distinct.len());
+        eprintln!("screenshot: {}", shot.display());
+    }
 }
 
 /// The same suite on Postgres: TEMPER_TEST_POSTGRES_URL names a server and a role that may
