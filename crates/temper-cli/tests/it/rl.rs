@@ -281,6 +281,13 @@ fn rl_raises_the_reward_and_engine_and_trainer_agree() {
     let all: Vec<f64> = kl.iter().map(|k| k.1).collect();
     assert!(mean(&all) < 0.02, "mean mismatch_kl {}: {all:?}", mean(&all));
 
+    // Role logs are plain text for people and grep: no colour codes (stderr is not a terminal).
+    for role in ["inference", "trainer", "orchestrator"] {
+        let log = run.join("logs").join(format!("{role}.log"));
+        let text = std::fs::read_to_string(&log).expect("a role log");
+        assert!(!text.is_empty() && !text.contains('\u{1b}'), "{}: {text}", log.display());
+    }
+
     // `temper plot` draws the run: four charts with their lines on them.
     let out = Command::new(env!("CARGO_BIN_EXE_temper")).arg("plot").arg(&run).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
