@@ -540,9 +540,9 @@ pub struct InferenceServeArgs {
     /// Address to listen on (port 0: a free one).
     #[arg(long, default_value = "127.0.0.1:8000", conflicts_with_all = ["host", "port"])]
     pub addr: String,
-    /// Host to listen on, with --port (as vLLM's; 0.0.0.0 for every interface).
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
+    /// Host to listen on (as vLLM's; 0.0.0.0 for every interface) [default: 127.0.0.1].
+    #[arg(long)]
+    pub host: Option<String>,
     /// Port to listen on (as vLLM's --port; 0: a free one) [default: 8000].
     #[arg(long)]
     pub port: Option<u16>,

@@ -102,6 +102,14 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that closed the pipe (`| head`) has what it wanted. Only a bare write error
+        // (`writeln!(stdout)?`) counts: a broken connection inside a request comes wrapped.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE

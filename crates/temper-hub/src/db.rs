@@ -550,7 +550,8 @@ impl Db {
     }
 
     /// Environments whose owner or name or description contains `query` (any case), visible to
-    /// `viewer` (public ones, and the viewer's own private ones), by owner and name.
+    /// `viewer` (public ones, and the viewer's own private ones), best first: the name itself,
+    /// names that start with the query, names that hold it, owners that do, then descriptions.
     pub async fn search(
         &self,
         query: &str,

@@ -124,7 +124,12 @@ pub struct Hub {
     cfg: Arc<HubConfig>,
     counters: Arc<Counters>,
     limiter: Arc<Limiter>,
+    /// Manifest texts by archive key, for the web pages.
+    manifests: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
+
+/// Most manifests the web pages keep in memory.
+const MANIFESTS_KEPT: usize = 1024;
 
 impl Hub {
     /// Opens the database (migrating it) and the archive store.
@@ -153,6 +158,7 @@ impl Hub {
             cfg: Arc::new(cfg),
             counters: Arc::default(),
             limiter: Arc::new(limiter),
+            manifests: Arc::default(),
         })
     }
 
@@ -168,12 +174,27 @@ impl Hub {
         self.limiter.check_key(&client_key(ip)).is_ok()
     }
 
-    /// Forgets clients whose bucket is full again; returns how many are still tracked.
     /// The archive limits this hub enforces.
     pub(crate) fn limits(&self) -> &Limits {
         &self.cfg.limits
     }
 
+    /// A version's manifest text kept by [`Hub::cache_manifest`], by archive key.
+    pub(crate) fn cached_manifest(&self, archive_key: &str) -> Option<String> {
+        self.manifests.lock().unwrap_or_else(|e| e.into_inner()).get(archive_key).cloned()
+    }
+
+    /// Keeps a version's manifest text for its pages (at most [`MANIFESTS_KEPT`]; all are
+    /// dropped when full, and read again as pages ask).
+    pub(crate) fn cache_manifest(&self, archive_key: &str, text: &str) {
+        let mut kept = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= MANIFESTS_KEPT {
+            kept.clear();
+        }
+        kept.insert(archive_key.to_owned(), text.to_owned());
+    }
+
+    /// Forgets clients whose bucket is full again; returns how many are still tracked.
     pub fn prune_rate_limits(&self) -> usize {
         self.limiter.retain_recent();
         self.limiter.shrink_to_fit();

@@ -177,7 +177,16 @@ async fn file_inner(
     let archive = hub.archives.get(&shown.archive_key).await?;
     let read = crate::archive::read_file(&archive, path, hub.limits(), MAX_FILE_BYTES)?
         .ok_or_else(|| HubError::NotFound(format!("{owner}/{name}@{}: {path}", shown.version)))?;
-    let text = std::str::from_utf8(&read.bytes).ok().filter(|t| !t.contains('\0'));
+    // Cut at MAX_FILE_BYTES, a text file may end inside a character: the whole characters
+    // before the cut are its text.
+    let text = match std::str::from_utf8(&read.bytes) {
+        Ok(t) => Some(t),
+        Err(e) if read.truncated() && e.error_len().is_none() => {
+            std::str::from_utf8(&read.bytes[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    }
+    .filter(|t| !t.contains('\0'));
     let ctx = json!({
         "q": "",
         "owner": owner,
@@ -276,6 +285,40 @@ fn about(manifest_text: &str) -> serde_json::Value {
     })
 }
 
+/// A version's `environment.toml`, read from its archive once and then kept (a version never
+/// changes); empty when the archive cannot be read, so the page still shows the rest.
+async fn manifest_of(hub: &Hub, shown: &VersionRow) -> String {
+    if let Some(text) = hub.cached_manifest(&shown.archive_key) {
+        return text;
+    }
+    let read = match hub.archives.get(&shown.archive_key).await {
+        Ok(archive) => crate::archive::read_file(
+            &archive,
+            temper_envs::package::MANIFEST,
+            hub.limits(),
+            MAX_FILE_BYTES,
+        ),
+        Err(e) => Err(e),
+    };
+    match read {
+        Ok(found) => {
+            let text =
+                found.map(|m| String::from_utf8_lossy(&m.bytes).into_owned()).unwrap_or_default();
+            hub.cache_manifest(&shown.archive_key, &text);
+            text
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{}/{}@{}: manifest unreadable: {e}",
+                shown.owner,
+                shown.name,
+                shown.version
+            );
+            String::new()
+        }
+    }
+}
+
 async fn env_inner(
     hub: &Hub,
     headers: &HeaderMap,
@@ -294,15 +337,7 @@ async fn env_inner(
             })
         })
         .collect();
-    let archive = hub.archives.get(&shown.archive_key).await?;
-    let manifest = crate::archive::read_file(
-        &archive,
-        temper_envs::package::MANIFEST,
-        hub.limits(),
-        MAX_FILE_BYTES,
-    )?
-    .map(|m| String::from_utf8_lossy(&m.bytes).into_owned())
-    .unwrap_or_default();
+    let manifest = manifest_of(hub, &shown).await;
     let hub_url = hub.base_url(headers);
     let ctx = json!({
         "q": "",

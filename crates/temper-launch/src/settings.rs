@@ -96,15 +96,18 @@ impl Config {
     /// of the key in the file (of its nearest enclosing section when the key is absent), else
     /// the file.
     pub fn at(&self, dotted: &str) -> String {
+        // A set gave the value, or a section above it; or, for an error about a whole section
+        // the file does not have, a set made that section.
+        let in_file = locate(&self.text, dotted).is_some_and(|(_, whole)| whole);
         let from_set = self.sets.iter().rev().find(|(key, _)| {
             dotted == key
                 || dotted.starts_with(&format!("{key}."))
-                || key.starts_with(&format!("{dotted}."))
+                || (!in_file && key.starts_with(&format!("{dotted}.")))
         });
         if let Some((_, set)) = from_set {
             return format!("--set {set}");
         }
-        match locate(&self.text, dotted) {
+        match locate(&self.text, dotted).map(|(offset, _)| offset) {
             Some(offset) => {
                 let (line, column) = line_column(&self.text, offset);
                 format!("{}:{line}:{column}", self.path.display())
@@ -194,22 +197,26 @@ pub fn closest(typed: &str, names: &[String]) -> Option<String> {
         .map(|(_, n)| n.clone())
 }
 
-/// The byte offset in `text` of the key `dotted` (its deepest part that exists).
-fn locate(text: &str, dotted: &str) -> Option<usize> {
+/// The byte offset in `text` of the key `dotted` (its deepest part that exists), and whether
+/// the whole key is there.
+fn locate(text: &str, dotted: &str) -> Option<(usize, bool)> {
     let root = DeTable::parse(text).ok()?;
     let mut table = root.get_ref();
     let mut found: Option<Range<usize>> = None;
-    for part in dotted.split('.') {
-        let Some((key, value)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part) else {
+    let parts: Vec<&str> = dotted.split('.').collect();
+    let mut depth = 0;
+    for part in &parts {
+        let Some((key, value)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *part) else {
             break;
         };
         found = Some(key.span());
+        depth += 1;
         match value.get_ref() {
             DeValue::Table(t) => table = t,
             _ => break,
         }
     }
-    found.map(|r| r.start)
+    found.map(|r| (r.start, depth == parts.len()))
 }
 
 /// 1-based line and column (in characters) of a byte offset.

@@ -128,9 +128,19 @@ fn read_unechoed(line: &mut String) -> std::io::Result<()> {
     let mut quiet = before.clone();
     quiet.local_flags.remove(LocalFlags::ECHO);
     quiet.local_flags.insert(LocalFlags::ECHONL);
+    // Ctrl-C at the prompt must not leave the terminal without echo.
+    let restore = before.clone();
+    let on_interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tcsetattr(std::io::stdin(), SetArg::TCSANOW, &restore);
+            eprintln!();
+            std::process::exit(130);
+        }
+    });
     tcsetattr(&stdin, SetArg::TCSANOW, &quiet)?;
     let read = stdin.lock().read_line(line);
     tcsetattr(&stdin, SetArg::TCSANOW, &before)?;
+    on_interrupt.abort();
     read.map(|_| ())
 }
 
@@ -162,9 +172,12 @@ async fn close_name(client: &HubClient, reference: &EnvRef) -> Option<String> {
             names.extend(hits.into_iter().map(|h| format!("{}/{}", h.owner, h.name)));
         }
     }
+    // The name itself is no suggestion (it exists: the version asked for does not).
+    let wanted = reference.full_name();
+    names.retain(|n| *n != wanted);
     names.sort_unstable();
     names.dedup();
-    temper_launch::settings::closest(&reference.full_name(), &names)
+    temper_launch::settings::closest(&wanted, &names)
 }
 
 fn describe(i: &temper_hub::Installed) -> String {

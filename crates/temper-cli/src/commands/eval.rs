@@ -489,27 +489,41 @@ fn output_dir(args: &EvalArgs, name: &str, model_name: &str) -> anyhow::Result<P
     let parent = Path::new("outputs").join("evals").join(format!("{name}--{model}"));
     let latest = parent.join(LATEST);
     if args.resume {
-        if let Ok(target) = std::fs::read_link(&latest) {
+        // The linked run, when it got as far as its metadata; else the newest that did (a run
+        // that failed before writing any is no run to resume).
+        let started = |dir: &Path| dir.join(eval::METADATA).is_file();
+        if let Ok(target) = std::fs::read_link(&latest)
+            && started(&parent.join(&target))
+        {
             return Ok(parent.join(target));
         }
         let newest = std::fs::read_dir(&parent)
             .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && started(&e.path()))
             .filter_map(|e| e.file_name().to_str().map(str::to_owned))
             .max()
             .with_context(|| format!("--resume: no earlier run in {}", parent.display()))?;
         return Ok(parent.join(newest));
     }
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace(':', "-");
+    // Claimed with create_dir, which fails when the folder exists: two runs started in the same
+    // second get folders of their own.
     let mut folder = stamp.clone();
-    let mut n = 1;
-    while parent.join(&folder).exists() {
-        n += 1;
-        folder = format!("{stamp}-{n}");
+    for n in 2.. {
+        match std::fs::create_dir(parent.join(&folder)) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
+                folder = format!("{stamp}-{n}");
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot create {}", parent.join(&folder).display()));
+            }
+        }
     }
-    std::fs::create_dir_all(parent.join(&folder))
-        .with_context(|| format!("cannot create {}", parent.join(&folder).display()))?;
     // The link is a convenience: a failure to make it does not stop the run.
     let _ = std::fs::remove_file(&latest);
     if let Err(e) = std::os::unix::fs::symlink(&folder, &latest) {

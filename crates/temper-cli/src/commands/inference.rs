@@ -50,9 +50,18 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(model_path.exists(), "{}: no such file or folder", model_path.display());
     // Listen first: a busy port fails now, not after the model has loaded; requests that come
     // while it loads wait in the listen queue.
-    let addr = match args.port {
-        Some(port) => format!("{}:{port}", args.host),
-        None => args.addr.clone(),
+    let addr = match (&args.host, args.port) {
+        (None, None) => args.addr.clone(),
+        (host, port) => {
+            let host = host.as_deref().unwrap_or("127.0.0.1");
+            let port = port.unwrap_or(8000);
+            // An IPv6 address is bracketed in HOST:PORT.
+            if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        }
     };
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

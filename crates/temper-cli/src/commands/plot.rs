@@ -485,8 +485,10 @@ where
     for s in chart.series.iter().filter(|s| !s.label.is_empty()) {
         area.draw(&PathElement::new(vec![(8, y), (32, y)], style(s)))?;
         let mut label = s.label.clone();
-        if label.chars().count() > 30 {
-            label = label.chars().take(29).collect::<String>() + "…";
+        // Cut from the left: runs told apart by their paths differ at the end.
+        let n = label.chars().count();
+        if n > 30 {
+            label = "…".to_owned() + &label.chars().skip(n - 29).collect::<String>();
         }
         area.draw(&Text::new(label, (40, y - 8), text.clone()))?;
         y += 22;

@@ -213,6 +213,22 @@ fn a_closed_or_full_stdout_is_not_a_crash() {
     child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read");
     let status = child.wait().expect("wait");
     assert_eq!((status.code(), err.as_str()), (Some(0), ""));
+    // The same through a buffered writer (`temper verify math --jsonl big | head -1`).
+    let lines = "{\"gold\": \"1\", \"answer\": \"1\"}\n".repeat(20_000);
+    std::fs::write(tmp.path().join("big.jsonl"), lines).expect("write");
+    let mut child = temper(tmp.path())
+        .args(["verify", "math", "--jsonl", "big.jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = [0u8; 16];
+    child.stdout.as_mut().expect("stdout").read_exact(&mut first).expect("read");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read");
+    let status = child.wait().expect("wait");
+    assert_eq!((status.code(), err.as_str()), (Some(0), ""));
 }
 
 #[test]
@@ -270,7 +286,11 @@ fn eval_shows_progress_without_a_terminal_and_names_folders_by_time() {
         "{err}"
     );
     assert!(err.contains("2/2 groups"), "{err}");
-    // --resume finds the run through the link, and has nothing left to ask.
+    // A later run that failed before writing anything does not hide this one from --resume.
+    std::fs::create_dir(parent.join("9999-failed-start")).expect("mkdir");
+    std::fs::remove_file(parent.join("latest")).expect("unlink");
+    std::os::unix::fs::symlink("9999-failed-start", parent.join("latest")).expect("link");
+    // --resume finds the run, and has nothing left to ask.
     let before = mock.state.requests.load(std::sync::atomic::Ordering::SeqCst);
     let mut resume = args.to_vec();
     resume.push("--resume");

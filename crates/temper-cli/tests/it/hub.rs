@@ -179,6 +179,10 @@ fn push_install_lock_yank_private_and_login_through_the_cli() {
         "{err}"
     );
     assert!(!w.path("p0/temper.lock").exists(), "a failed install wrote the lock");
+    // A version that does not exist suggests no other name.
+    let none = w.temper("p0", "home", None, &["env", "install", "alice/greet@^9"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&none.stderr).contains("did you mean"), "{}", text(&none));
     // A token made where no hub keeps its data would be rejected by the running hub: refused.
     let stray = Command::new(env!("CARGO_BIN_EXE_temper"))
         .args(["hub", "user", "add", "carol"])
