@@ -249,6 +249,17 @@ fn eval_flags_mean_what_they_mean_in_vf_eval() {
     let out = eval(&["-t", "16", "-o", "named"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(*mock.state.model_names.lock().expect("lock"), ["org/served-model"]);
+    // A name the server does not serve: its 404, with where to look.
+    let out =
+        eval(&["-t", "16", "-o", "wrong", "--model-name", "Qwen/Qwen3-0.6B", "--max-retries", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("The model `Qwen/Qwen3-0.6B` does not exist."), "{err}");
+    let hint = format!(
+        "(is `Qwen/Qwen3-0.6B` a model this server serves? it lists them at {}/models)",
+        mock.url
+    );
+    assert!(err.contains(&hint), "{err}");
     mock.state.models.lock().expect("lock").push("other".into());
     let out = eval(&["-o", "two"]);
     assert_eq!(

@@ -304,8 +304,47 @@ fn push_install_lock_yank_private_and_login_through_the_cli() {
     assert_eq!(mode & 0o777, 0o600);
     let found = ok(&w.temper("x", "home4", None, &["env", "search", "secret"]));
     assert!(found.contains("bob/secret"), "{found}");
+    // At a terminal (a pseudo-terminal here), the pasted token is not echoed.
+    let at_terminal = Command::new("python3")
+        .args(["-c", PTY_LOGIN, env!("CARGO_BIN_EXE_temper"), "login", "--hub", &w.url])
+        .env("TEMPER_HOME", w.path("home5"))
+        .env("TOKEN", &bob)
+        .output()
+        .expect("python3 with pty");
+    let screen = String::from_utf8_lossy(&at_terminal.stdout);
+    assert!(
+        at_terminal.status.success(),
+        "{screen} {}",
+        String::from_utf8_lossy(&at_terminal.stderr)
+    );
+    assert!(screen.contains("not shown as you paste it") && screen.contains("as bob"), "{screen}");
+    assert!(!screen.contains(&bob), "the token was echoed: {screen}");
     drop(hub);
 }
+
+/// Runs argv[1:] in a pseudo-terminal, types $TOKEN and Enter at the prompt, prints what the
+/// terminal showed.
+const PTY_LOGIN: &str = r#"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+seen = b""
+while b"paste it" not in seen:
+    seen += os.read(fd, 1024)
+os.write(fd, (os.environ["TOKEN"] + "\n").encode())
+while True:
+    try:
+        chunk = os.read(fd, 1024)
+    except OSError:
+        break
+    if not chunk:
+        break
+    seen += chunk
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(seen.decode(errors="replace"))
+sys.exit(0 if os.waitstatus_to_exitcode(status) == 0 else 1)
+"#;
 
 /// A package of `bytes` random bytes of data, packed.
 fn package(dir: &Path, name: &str, version: &str, bytes: usize, seed: u64) -> Vec<u8> {

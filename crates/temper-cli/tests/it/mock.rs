@@ -150,6 +150,17 @@ async fn chat(
         tokio::time::sleep(Duration::from_secs(30)).await;
     }
     tokio::time::sleep(s.delay).await;
+    // As vLLM: when it lists models, a request for another one is a 404.
+    let listed = s.models.lock().expect("lock").clone();
+    let asked = body["model"].as_str().unwrap_or("");
+    if !listed.is_empty() && !listed.iter().any(|m| m == asked) {
+        let message = format!("The model `{asked}` does not exist.");
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"object": "error", "message": message, "type": "NotFoundError", "code": 404})),
+        )
+            .into_response();
+    }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let last_user = messages
         .iter()
