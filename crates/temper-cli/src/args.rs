@@ -155,13 +155,21 @@ pub enum HubCommand {
 /// Where the hub keeps its data.
 #[derive(Debug, Clone, Args)]
 pub struct HubDataArgs {
-    /// Data folder: hub.db and archives/ unless --database or --storage say otherwise.
-    #[arg(long, default_value = "hub-data", value_name = "DIR")]
-    pub data: PathBuf,
+    /// Data folder: hub.db and archives/ unless --database or --storage say otherwise
+    /// [default: hub-data].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
     /// Metadata database: sqlite://FILE or postgres://USER:PASS@HOST/DB (Postgres needs the
     /// `postgres` feature of temper-hub).
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
+}
+
+impl HubDataArgs {
+    /// The data folder (`--data`, else `hub-data`).
+    pub fn dir(&self) -> PathBuf {
+        self.data.clone().unwrap_or_else(|| PathBuf::from("hub-data"))
+    }
 }
 
 /// `temper hub serve`.

@@ -93,8 +93,9 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut token = String::new();
     if stdin.is_terminal() {
-        eprint!("token for {url} (from `temper hub user add`; not shown as you paste it): ");
-        read_unechoed(&mut token).context("cannot read the token from the terminal")?;
+        let prompt =
+            format!("token for {url} (from `temper hub user add`; not shown as you paste it): ");
+        read_unechoed(&prompt, &mut token).context("cannot read the token from the terminal")?;
     } else {
         stdin.lock().read_line(&mut token).context("cannot read the token from stdin")?;
     }
@@ -119,9 +120,10 @@ pub async fn login(args: LoginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads a line from the terminal with echo off (as `ssh` and `sudo` read a password), putting
-/// the terminal back as it was.
-fn read_unechoed(line: &mut String) -> std::io::Result<()> {
+/// Shows `prompt` and reads a line from the terminal with echo off (as `ssh` and `sudo` read a
+/// password), putting the terminal back as it was. Echo goes off before the prompt shows, so
+/// nothing pasted at the prompt is echoed.
+fn read_unechoed(prompt: &str, line: &mut String) -> std::io::Result<()> {
     use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
     let stdin = std::io::stdin();
     let before = tcgetattr(&stdin)?;
@@ -138,6 +140,7 @@ fn read_unechoed(line: &mut String) -> std::io::Result<()> {
         }
     });
     tcsetattr(&stdin, SetArg::TCSANOW, &quiet)?;
+    eprint!("{prompt}");
     let read = stdin.lock().read_line(line);
     tcsetattr(&stdin, SetArg::TCSANOW, &before)?;
     on_interrupt.abort();

@@ -18,13 +18,13 @@ pub async fn run(command: HubCommand) -> anyhow::Result<()> {
 async fn open_db(data: &HubDataArgs) -> anyhow::Result<Db> {
     let db = match &data.database {
         Some(url) => Db::open(url).await,
-        None => Db::open_dir(&data.data).await,
+        None => Db::open_dir(&data.dir()).await,
     };
-    db.with_context(|| format!("cannot open the hub database of {}", data.data.display()))
+    db.with_context(|| format!("cannot open the hub database of {}", data.dir().display()))
 }
 
 async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
-    let mut cfg = HubConfig::new(&args.data.data);
+    let mut cfg = HubConfig::new(args.data.dir());
     cfg.database = args.data.database.clone();
     cfg.storage = args.storage.clone();
     cfg.public_url = args.public_url.clone();
@@ -37,7 +37,7 @@ async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
     // The first line on stdout says where it listens (tests and scripts read it).
-    println!("temper hub listening on http://{addr} (data {})", args.data.data.display());
+    println!("temper hub listening on http://{addr} (data {})", args.data.dir().display());
     let shutdown = async {
         super::interrupted().await;
         eprintln!("temper hub: shutting down");
@@ -46,10 +46,11 @@ async fn serve(args: HubServeArgs) -> anyhow::Result<()> {
 }
 
 async fn user_add(args: HubUserAddArgs) -> anyhow::Result<()> {
-    // A token made in a folder no hub serves is one the running hub rejects: the folder must
-    // be a hub's already.
-    let file = args.data.data.join("hub.db");
-    if args.data.database.is_none() && !file.is_file() {
+    // A token made in a folder no hub serves is one the running hub rejects: without --data,
+    // the default folder must be a hub's already (with --data, a hub may be set up before its
+    // first start).
+    let file = args.data.dir().join("hub.db");
+    if args.data.data.is_none() && args.data.database.is_none() && !file.is_file() {
         bail!(
             "{} does not exist: pass --data DIR, the folder your `temper hub serve --data DIR` \
              uses (default ./hub-data, made when the hub first starts), or --database URL",
