@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail, ensure};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use temper_client::{Limited, OpenAiClient, RetryPolicy};
 use temper_envs::eval::{self, EvalReport, EvalRun, Progress};
 use temper_envs::report;
@@ -186,24 +186,14 @@ const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
 impl Display {
     fn new(total: usize) -> Display {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {bar:30} {pos}/{len} groups {elapsed_precise} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = super::progress_bar(total as u64, "groups");
         let plain = bar.is_hidden();
         Display { bar, plain, last_line: std::sync::Mutex::new(None) }
     }
 
     /// A line above the bar (or on its own).
     fn line(&self, text: &str) {
-        if self.plain {
-            eprintln!("{text}");
-        } else {
-            self.bar.println(text);
-        }
+        super::say(&self.bar, text);
     }
 
     fn update(&self, done: usize, total: usize, message: String) {

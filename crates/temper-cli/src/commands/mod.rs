@@ -48,6 +48,29 @@ fn stop_on_interrupt() -> Arc<AtomicBool> {
     stop
 }
 
+/// A progress bar over `len` `unit`s (steps, groups) with elapsed time, ETA and a message;
+/// hidden (drawing nothing) when stderr is not a terminal.
+fn progress_bar(len: u64, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    let template = format!(
+        "{{spinner}} {{bar:30}} {{pos}}/{{len}} {unit} {{elapsed_precise}} eta {{eta}} {{msg}}"
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// A line above `bar`, or on stderr by itself when the bar is hidden (not a terminal).
+fn say(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 /// Runs a command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {

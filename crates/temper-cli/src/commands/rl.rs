@@ -3,7 +3,7 @@
 //! first), and shows a line per step and per evaluation under a progress bar.
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use temper_launch::{LaunchOptions, RlPlan, RunHooks};
 use temper_protocol::metrics::{EvalScores, OrchestratorStep, REWARD_MEAN, TrainerStep};
 
@@ -143,22 +143,12 @@ struct StepLines {
 
 impl StepLines {
     fn new(steps: u64) -> Self {
-        let bar = ProgressBar::new(steps);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {bar:30} {pos}/{len} steps {elapsed_precise} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = super::progress_bar(steps, "steps");
         Self { bar, steps }
     }
 
-    fn say(&self, line: String) {
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
-        }
+    fn say(&self, line: &str) {
+        super::say(&self.bar, line);
     }
 }
 
@@ -169,12 +159,12 @@ impl RunHooks for StepLines {
         {
             self.bar.set_position(step);
         }
-        self.say(format!("== {text}"));
+        self.say(&format!("== {text}"));
     }
 
     fn on_step(&mut self, t: &TrainerStep, o: &OrchestratorStep) {
         let u = &t.update;
-        self.say(format!(
+        self.say(&format!(
             "step {:>5}/{} | reward {:.3} | mismatch_kl {:.1e} | entropy {:.3} | grad {:.3} | lr {:.1e} | off-policy ≤ {} | seq {:.0} | {:.1} s",
             u.step,
             self.steps,
@@ -197,6 +187,6 @@ impl RunHooks for StepLines {
             .filter(|(_, stat, _)| *stat == REWARD_MEAN || stat.starts_with("pass@"))
             .map(|(env, stat, v)| format!("{env}/{stat} {v:.3}"))
             .collect();
-        self.say(format!("eval   v{:<5} | {}", e.step, scores.join(" | ")));
+        self.say(&format!("eval   v{:<5} | {}", e.step, scores.join(" | ")));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use temper_client::{Limited, OpenAiClient};
 use temper_envs::eval::{self, EvalRun};
 use temper_envs::{Environment, LoadOptions, Services, Split};
@@ -155,13 +155,7 @@ impl CliHooks {
         handle: tokio::runtime::Handle,
         stop: Arc<AtomicBool>,
     ) -> Self {
-        let bar = ProgressBar::new(cfg.train.steps);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {bar:30} {pos}/{len} steps {elapsed_precise} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = super::progress_bar(cfg.train.steps, "steps");
         Self {
             bar,
             env,
@@ -180,19 +174,15 @@ impl CliHooks {
 
 impl CliHooks {
     /// A line above the progress bar, or on its own when there is no bar (output not a terminal).
-    fn say(&self, line: String) {
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
-        }
+    fn say(&self, line: &str) {
+        super::say(&self.bar, line);
     }
 }
 
 impl SftHooks for CliHooks {
     fn on_start(&mut self, start_step: u64, total: u64, info: &RunInfo) {
         self.bar.set_position(start_step);
-        self.say(format!(
+        self.say(&format!(
             "sft: {:.2}M parameters, {} train / {} validation samples{}, {} steps{}",
             info.parameters as f64 / 1e6,
             info.train_samples,
@@ -224,7 +214,7 @@ impl SftHooks for CliHooks {
             if let Some(why) = &r.skipped {
                 line.push_str(&format!(" | update skipped: {why}"));
             }
-            self.say(line);
+            self.say(&line);
         }
     }
 
@@ -268,7 +258,7 @@ impl SftHooks for CliHooks {
         let parts: Vec<String> =
             scores.gauges().iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
         if !parts.is_empty() {
-            self.say(format!("eval  {:>5} | {}", scores.step, parts.join(" | ")));
+            self.say(&format!("eval  {:>5} | {}", scores.step, parts.join(" | ")));
         }
     }
 
