@@ -68,6 +68,15 @@ pub struct RlPlan {
     pub launch: crate::LaunchConfig,
     /// The whole config with overrides applied, as TOML.
     pub resolved: String,
+    /// The config as read, to place errors found later at their lines.
+    source: settings::Config,
+}
+
+/// `[launch]`, read with the file's positions for its errors.
+#[derive(Debug, serde::Deserialize)]
+struct LaunchSection {
+    #[serde(default)]
+    launch: crate::LaunchConfig,
 }
 
 /// `[warmup]`.
@@ -120,7 +129,7 @@ impl RlPlan {
         };
         let (mut trainer_t, mut orch_t) = (pick(trainer_sections), pick(orchestrator_sections));
         let steps = one_step_count(config, &mut trainer_t, &mut orch_t)?;
-        let trainer: RlTrainerConfig = config.deserialize_part(trainer_t)?;
+        let mut trainer: RlTrainerConfig = config.deserialize_part(trainer_t)?;
         let orchestrator: OrchestratorConfig = config.deserialize_part(orch_t)?;
         debug_assert_eq!(trainer.trainer.steps, steps);
         let warmup = match table.get("warmup") {
@@ -132,16 +141,102 @@ impl RlPlan {
                 Some(path.parent().unwrap_or(Path::new(".")).join(w.sft))
             }
         };
-        let launch: crate::LaunchConfig = match table.get("launch") {
-            None => crate::LaunchConfig::default(),
-            Some(l) => {
-                l.clone().try_into().map_err(|e: toml::de::Error| bad(format!("[launch] {e}")))?
-            }
-        };
+        let mut launch = config.deserialize_part::<LaunchSection>(pick(&["launch"]))?.launch;
         launch.validate().map_err(bad)?;
+        resolve_dtypes(config, &mut launch, &mut trainer)?;
         let resolved = config.resolved();
-        Ok(RlPlan { path: path.to_owned(), trainer, orchestrator, warmup, launch, resolved })
+        Ok(RlPlan {
+            path: path.to_owned(),
+            trainer,
+            orchestrator,
+            warmup,
+            launch,
+            resolved,
+            source: config.clone(),
+        })
     }
+
+    /// Refuses what this build of temper cannot run: several trainer ranks without the `mpi`
+    /// feature, a CUDA device without the `cuda` feature. The error is placed at the field.
+    pub fn check_build(&self, build: crate::Build) -> Result<(), LaunchError> {
+        let launch = &self.launch;
+        let at = |key: &str, message: String| LaunchError::Field {
+            at: self.source.at(&format!("launch.{key}")),
+            message,
+        };
+        if launch.trainer_ranks > 1 && !build.mpi {
+            return Err(at(
+                "trainer_ranks",
+                format!(
+                    "launch.trainer_ranks = {} needs temper built with the `mpi` feature (cargo build --release --features mpi, with Open MPI installed)",
+                    launch.trainer_ranks
+                ),
+            ));
+        }
+        for (key, device) in [
+            ("inference_device", launch.inference_device),
+            ("trainer_device", launch.trainer_device),
+        ] {
+            if device.is_cuda() && !build.cuda {
+                return Err(at(
+                    key,
+                    format!(
+                        "launch.{key} = \"{device}\": this temper was built without CUDA; build it with `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or set launch.{key} = \"cpu\""
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The inference servers' precision (resolved when the config was read).
+    pub fn inference_dtype(&self) -> &str {
+        self.launch.inference_dtype.as_deref().unwrap_or("f32")
+    }
+
+    /// The trainer's precision (resolved when the config was read).
+    pub fn trainer_dtype(&self) -> &str {
+        self.launch.trainer_dtype.as_deref().unwrap_or("f32")
+    }
+}
+
+/// Settles each role's precision: `[launch] inference_dtype`, else `[model] dtype`, else the
+/// device's default (bf16 on CUDA, f32 on the CPU); `[launch] trainer_dtype`, else
+/// `[model] dtype`, else f32. The trainer's is written into its `[model] dtype`; a
+/// `trainer_dtype` that contradicts `[model] dtype` is refused.
+fn resolve_dtypes(
+    config: &settings::Config,
+    launch: &mut crate::LaunchConfig,
+    trainer: &mut RlTrainerConfig,
+) -> Result<(), LaunchError> {
+    let model = trainer.model.dtype.clone();
+    if let Some(d) = &model {
+        crate::device::check_dtype("model.dtype", d)
+            .map_err(|message| LaunchError::Field { at: config.at("model.dtype"), message })?;
+    }
+    let inference = launch
+        .inference_dtype
+        .clone()
+        .or_else(|| model.clone())
+        .unwrap_or_else(|| launch.inference_device.default_dtype().to_owned());
+    let trainer_dtype = match (&launch.trainer_dtype, &model) {
+        (Some(t), Some(m)) if t != m => {
+            return Err(LaunchError::Field {
+                at: config.at("launch.trainer_dtype"),
+                message: format!(
+                    "launch.trainer_dtype ({t}) and model.dtype ({m}) differ: set one of them"
+                ),
+            });
+        }
+        (Some(t), _) => t.clone(),
+        (None, m) => m.clone().unwrap_or_else(|| "f32".to_owned()),
+    };
+    if launch.trainer_dtype.is_some() {
+        trainer.model.dtype = Some(trainer_dtype.clone());
+    }
+    launch.inference_dtype = Some(inference);
+    launch.trainer_dtype = Some(trainer_dtype);
+    Ok(())
 }
 
 /// The run's step count: `[trainer] steps`, copied to `[orchestrator]` (which must not
@@ -273,5 +368,75 @@ mod tests {
             e.starts_with("rl.toml:5:2: unknown section [optimm]; did you mean [optim]?"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn devices_and_precisions_per_role() {
+        use crate::{Build, DeviceSpec};
+        let base = "[model]\npath = \"m\"\n[trainer]\nsteps = 1\n";
+        // Defaults: both on the CPU in f32.
+        let plan = split(base).unwrap();
+        assert_eq!(plan.launch.inference_device, DeviceSpec::Cpu);
+        assert_eq!((plan.inference_dtype(), plan.trainer_dtype()), ("f32", "f32"));
+        assert!(plan.check_build(Build::default()).is_ok());
+        // A GPU: bf16 for inference unless named; the trainer keeps f32.
+        let gpu =
+            format!("{base}[launch]\ninference_device = \"cuda\"\ntrainer_device = \"cuda:1\"\n");
+        let plan = split(&gpu).unwrap();
+        assert_eq!(plan.launch.inference_device, DeviceSpec::Cuda(0));
+        assert_eq!(plan.launch.trainer_device, DeviceSpec::Cuda(1));
+        assert_eq!((plan.inference_dtype(), plan.trainer_dtype()), ("bf16", "f32"));
+        assert!(plan.check_build(Build::new(false, true)).is_ok());
+        // A build without CUDA refuses it, at the field's line.
+        let e = plan.check_build(Build::new(true, false)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "rl.toml:6:1: launch.inference_device = \"cuda:0\": this temper was built without CUDA; build it with `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or set launch.inference_device = \"cpu\""
+        );
+        let cpu_server = format!("{base}[launch]\ntrainer_device = \"cuda:1\"\n");
+        let e = split(&cpu_server).unwrap().check_build(Build::default()).unwrap_err().to_string();
+        assert!(e.starts_with("rl.toml:6:1: launch.trainer_device = \"cuda:1\""), "{e}");
+        let ranks = format!("{base}[launch]\ntrainer_ranks = 2\n");
+        let e = split(&ranks).unwrap().check_build(Build::default()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "rl.toml:6:1: launch.trainer_ranks = 2 needs temper built with the `mpi` feature"
+            ),
+            "{e}"
+        );
+        // [model] dtype is both roles' default; [launch] names one role's.
+        let plan = split("[model]\npath = \"m\"\ndtype = \"bf16\"\n[trainer]\nsteps = 1\n[launch]\ninference_dtype = \"f16\"\n")
+        .unwrap();
+        assert_eq!((plan.inference_dtype(), plan.trainer_dtype()), ("f16", "bf16"));
+        let plan = split(&format!("{base}[launch]\ntrainer_dtype = \"bf16\"\n")).unwrap();
+        assert_eq!(plan.trainer.model.dtype.as_deref(), Some("bf16"));
+        assert_eq!(plan.inference_dtype(), "f32");
+        // Bad values are named where they are written.
+        let e = split(&format!("{base}[launch]\ntrainer_device = \"gpu\"\n")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("rl.toml:6:1: launch.trainer_device: `gpu` is not a device: expected cpu, cuda or cuda:N"),
+            "{e}"
+        );
+        let e = split(&format!("{base}[launch]\ninference_dtype = \"fp8\"\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("launch.inference_dtype = \"fp8\" is not a precision"),
+            "{e}"
+        );
+        let e = split("[model]\npath = \"m\"\ndtype = \"f32\"\n[trainer]\nsteps = 1\n[launch]\ntrainer_dtype = \"bf16\"\n")
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "rl.toml:7:1: launch.trainer_dtype (bf16) and model.dtype (f32) differ"
+            ),
+            "{e}"
+        );
+        let e = settings::Config::from_text(
+            Path::new("rl.toml"),
+            base.into(),
+            &["launch.inference_device=cuda:x".into()],
+        )
+        .and_then(|c| RlPlan::split(&c))
+        .unwrap_err();
+        assert!(e.to_string().starts_with("--set launch.inference_device=cuda:x:"), "{e}");
     }
 }

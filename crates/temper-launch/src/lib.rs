@@ -15,6 +15,7 @@
 //! a server or sees an environment: the processes it starts do that.
 
 pub mod config;
+pub mod device;
 pub mod doctor;
 pub mod placement;
 pub mod process;
@@ -29,6 +30,7 @@ use temper_protocol::run_dir;
 use tokio::process::Command;
 
 pub use config::RlPlan;
+pub use device::{Build, DeviceSpec};
 pub use placement::{LaunchConfig, Placer};
 pub use process::Proc;
 pub use supervise::{Outcome, Quiet, RunHooks};
@@ -168,8 +170,8 @@ pub struct LaunchOptions {
     pub resume: bool,
     /// Delete the run directory first if it holds an earlier run.
     pub clean: bool,
-    /// Whether the binary can run several trainer ranks (built with the `mpi` feature).
-    pub mpi: bool,
+    /// What the binary can run (several trainer ranks, CUDA devices).
+    pub build: Build,
 }
 
 /// Runs `plan` to the end (see the crate's documentation).
@@ -178,12 +180,13 @@ pub async fn launch(
     opts: &LaunchOptions,
     hooks: &mut dyn RunHooks,
 ) -> Result<Outcome, LaunchError> {
-    let RlPlan { path, mut trainer, mut orchestrator, warmup, launch: place, resolved } = plan;
+    plan.check_build(opts.build)?;
+    let RlPlan { path, mut trainer, mut orchestrator, warmup, launch: place, resolved, .. } = plan;
     let bad = |message: String| LaunchError::Config { path: path.clone(), message };
     let Some(model) = trainer.model.path.clone() else {
         return Err(bad("[model] path is required".into()));
     };
-    let (placer, nodes) = place_roles(&path, &place, opts, &mut trainer, &mut orchestrator)?;
+    let (placer, nodes) = place_roles(&path, &place, &mut trainer, &mut orchestrator)?;
     let dir = trainer.output.dir.clone();
     prepare_dir(&dir, opts.resume, opts.clean)?;
     // Scrape targets of an earlier launch name ports that are gone; the roles announce anew.
@@ -217,8 +220,7 @@ pub async fn launch(
         Roles { placer: &placer, nodes: &nodes, dir: &dir, exe: &opts.exe, procs: Vec::new() };
     let result = async {
         if orchestrator.inference.base_urls.is_empty() {
-            orchestrator.inference.base_urls =
-                roles.servers(&orchestrator, &trainer, &model).await?;
+            orchestrator.inference.base_urls = roles.servers(&orchestrator, &place, &model).await?;
         }
         orchestrator.validate()?;
         write_config(&dir.join("config.toml"), Ok(resolved), "launcher")?;
@@ -229,6 +231,7 @@ pub async fn launch(
             "orchestrator",
         )?;
         let mut args = vec!["trainer".to_owned(), path_arg(&dir.join("trainer.toml"))];
+        args.extend(["--device".into(), place.trainer_device.to_string()]);
         if resume_step > 0 {
             args.push("--resume".into());
         }
@@ -245,24 +248,17 @@ pub async fn launch(
     result
 }
 
-/// Checks `[launch]` against the build and the orchestrator's `world_size` (which it sets),
+/// Checks `[launch]` against the orchestrator's `world_size` (which it sets),
 /// resolves where the roles go, and gives the trainer and orchestrator a metrics address when
 /// they have none.
 fn place_roles(
     path: &Path,
     place: &LaunchConfig,
-    opts: &LaunchOptions,
     trainer: &mut temper_trainer::rl::RlTrainerConfig,
     orchestrator: &mut temper_orchestrator::OrchestratorConfig,
 ) -> Result<(Placer, placement::Assignment), LaunchError> {
     let error = |message: String| LaunchError::Placement { path: path.to_owned(), message };
     place.validate().map_err(error)?;
-    if place.trainer_ranks > 1 && !opts.mpi {
-        return Err(error(format!(
-            "launch.trainer_ranks = {} needs temper built with the `mpi` feature (cargo build --release --features mpi, with Open MPI installed)",
-            place.trainer_ranks
-        )));
-    }
     let world = &mut orchestrator.orchestrator.world_size;
     if *world != 1 && *world as usize != place.trainer_ranks {
         return Err(error(format!(
@@ -314,7 +310,7 @@ impl Roles<'_> {
     async fn servers(
         &mut self,
         orchestrator: &temper_orchestrator::OrchestratorConfig,
-        trainer: &temper_trainer::rl::RlTrainerConfig,
+        place: &LaunchConfig,
         model: &Path,
     ) -> Result<Vec<String>, LaunchError> {
         let inference = &orchestrator.inference;
@@ -345,9 +341,12 @@ impl Roles<'_> {
             args.extend(["--served-model-name".into(), inference.model_name.clone()]);
             args.extend(["--model".into(), path_arg(model)]);
             args.extend(["--max-running".into(), inference.max_running.to_string()]);
-            if let Some(dtype) = &trainer.model.dtype {
-                args.extend(["--dtype".into(), dtype.clone()]);
-            }
+            // Resolved when the config was read: [launch], else [model], else the device's.
+            let dtype = place.inference_dtype.as_deref().unwrap_or("f32");
+            args.extend(["--dtype".into(), dtype.to_owned()]);
+            // Server i of a node takes the node's i-th device from the first one named.
+            let on_node = self.nodes.inference[..i].iter().filter(|n| *n == node).count();
+            args.extend(["--device".into(), place.inference_device.nth(on_node).to_string()]);
             let role = if i == 0 { "inference".to_owned() } else { format!("inference-{i}") };
             let mut cmd =
                 self.placer.command(&role, self.exe, &args, std::slice::from_ref(node), 1, "");

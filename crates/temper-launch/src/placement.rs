@@ -18,6 +18,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+use crate::device::{DeviceSpec, check_dtype};
+
 /// `[launch]`: how many of each role, and where they run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -41,6 +43,19 @@ pub struct LaunchConfig {
     pub nodes: usize,
     /// More `sbatch` options for `temper rl --slurm`, e.g. `["--partition=gpu", "--time=4:00:00"]`.
     pub sbatch: Vec<String>,
+    /// Where the inference servers compute: `cpu` (default), `cuda` or `cuda:N`; server `i` of a
+    /// node takes `cuda:N+i`. CUDA needs temper built with the `cuda` feature.
+    pub inference_device: DeviceSpec,
+    /// Precision of the inference servers: `f32`, `bf16` or `f16` (default: `[model] dtype`,
+    /// else bf16 on CUDA and f32 on the CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inference_dtype: Option<String>,
+    /// Where the trainer computes: `cpu` (default), `cuda` or `cuda:N`; rank `r` of a node takes
+    /// `cuda:N+r`.
+    pub trainer_device: DeviceSpec,
+    /// Precision of the trainer's weights (default: `[model] dtype`, else f32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trainer_dtype: Option<String>,
 }
 
 impl Default for LaunchConfig {
@@ -54,6 +69,10 @@ impl Default for LaunchConfig {
             srun_mpi: "pmix".into(),
             nodes: 0,
             sbatch: Vec::new(),
+            inference_device: DeviceSpec::Cpu,
+            inference_dtype: None,
+            trainer_device: DeviceSpec::Cpu,
+            trainer_dtype: None,
         }
     }
 }
@@ -110,6 +129,13 @@ impl LaunchConfig {
             return Err(format!(
                 "launch.sbatch option {opt:?} must be one line starting with '-' (e.g. \"--partition=gpu\")"
             ));
+        }
+        for (field, dtype) in
+            [("inference_dtype", &self.inference_dtype), ("trainer_dtype", &self.trainer_dtype)]
+        {
+            if let Some(d) = dtype {
+                check_dtype(&format!("launch.{field}"), d)?;
+            }
         }
         Ok(())
     }

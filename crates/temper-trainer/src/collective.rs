@@ -252,6 +252,10 @@ pub struct Placement {
     pub rank: usize,
     /// Number of processes.
     pub world_size: usize,
+    /// This process's rank among those of its node (`LOCAL_RANK`, `OMPI_COMM_WORLD_LOCAL_RANK`,
+    /// `MPI_LOCALRANKID` or `SLURM_LOCALID`, as its launcher sets; 0 when none is set): which of
+    /// the node's GPUs it takes.
+    pub local_rank: usize,
     /// Address and port of rank 0's rendezvous, when given.
     pub master: Option<(String, u16)>,
     /// Which variables the placement came from.
@@ -273,16 +277,23 @@ impl Placement {
             }
         };
         let pairs = [
-            ("RANK", "WORLD_SIZE", Launcher::Torchrun),
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", Launcher::Mpi),
-            ("PMI_RANK", "PMI_SIZE", Launcher::Mpi),
-            ("SLURM_PROCID", "SLURM_NTASKS", Launcher::Slurm),
+            ("RANK", "WORLD_SIZE", "LOCAL_RANK", Launcher::Torchrun),
+            (
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                Launcher::Mpi,
+            ),
+            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", Launcher::Mpi),
+            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", Launcher::Slurm),
         ];
         let mut found = (0, 1, Launcher::Alone, "default");
-        for (rank, size, launcher) in pairs {
+        let mut local_rank = 0;
+        for (rank, size, local, launcher) in pairs {
             match (num(rank)?, num(size)?) {
                 (Some(r), Some(w)) => {
                     found = (r, w, launcher, rank);
+                    local_rank = num(local)?.unwrap_or(0);
                     break;
                 }
                 (Some(_), None) | (None, Some(_)) if launcher == Launcher::Torchrun => {
@@ -311,6 +322,9 @@ impl Placement {
                 "RANK/WORLD_SIZE say {world} processes but MASTER_ADDR/MASTER_PORT are not set"
             ));
         }
-        Ok(Self { rank, world_size: world, master, launcher })
+        if local_rank > rank {
+            return Err(format!("local rank {local_rank} is above rank {rank} ({source})"));
+        }
+        Ok(Self { rank, world_size: world, local_rank, master, launcher })
     }
 }

@@ -24,27 +24,25 @@ pub fn dtype(p: Precision) -> DType {
     }
 }
 
-/// The device a `--device` value names.
-pub fn device(name: &str) -> anyhow::Result<Device> {
-    match name {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0)
-            .context("cannot open CUDA device 0 (is this a `--features cuda` build?)"),
-        other => {
-            let n: usize = other
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .with_context(|| format!("--device {other}: expected cpu, cuda or cuda:N"))?;
-            Device::new_cuda(n).with_context(|| {
-                format!("cannot open CUDA device {n} (is this a `--features cuda` build?)")
-            })
-        }
+/// The device a `--device` value names (`cpu`, `cuda`, `cuda:N`), opened; `index` is added
+/// to a CUDA device's number (a process's place among its role's processes on its node).
+pub fn device(name: &str, index: usize) -> anyhow::Result<Device> {
+    let spec: temper_launch::DeviceSpec =
+        name.parse().map_err(|e| anyhow::anyhow!("--device {e}"))?;
+    match spec.nth(index) {
+        temper_launch::DeviceSpec::Cpu => Ok(Device::Cpu),
+        cuda if !cfg!(feature = "cuda") => anyhow::bail!(
+            "--device {cuda}: this temper was built without CUDA; build it with `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or use --device cpu"
+        ),
+        temper_launch::DeviceSpec::Cuda(n) => Device::new_cuda(n).with_context(|| {
+            format!("cannot open CUDA device {n} (nvidia-smi lists the devices this machine has)")
+        }),
     }
 }
 
 async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
     let dtype = dtype(args.dtype);
-    let device = device(&args.device)?;
+    let device = device(&args.device, 0)?;
     let state_device = device.clone();
     let model_path = args.model_path.clone().or(args.model.clone()).context("name the model")?;
     anyhow::ensure!(model_path.exists(), "{}: no such file or folder", model_path.display());

@@ -62,6 +62,7 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         );
     };
     plan.trainer.validate().with_context(|| format!("invalid config {file}"))?;
+    plan.check_build(build())?;
     // The orchestrator's checks, with the address of the server the launcher would start.
     let mut check = plan.orchestrator.clone();
     if check.inference.base_urls.is_empty() {
@@ -91,11 +92,15 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         let names: Vec<String> =
             envs.iter().map(|e| format!("{}@{}", e.info.name, e.info.version)).collect();
         println!(
-            "{file}: ok ({} steps, model {}{}, environments {}, run directory {})",
+            "{file}: ok ({} steps, model {}{}, environments {}, inference on {} in {}, trainer on {} in {}, run directory {})",
             plan.trainer.trainer.steps,
             model.display(),
             if model.exists() { "" } else { " from the warmup" },
             names.join(", "),
+            plan.launch.inference_device,
+            plan.inference_dtype(),
+            plan.launch.trainer_device,
+            plan.trainer_dtype(),
             plan.trainer.output.dir.display()
         );
         return Ok(());
@@ -106,12 +111,8 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
         return submit(&args, &plan, &exe);
     }
     let (steps, dir) = (plan.trainer.trainer.steps, plan.trainer.output.dir.clone());
-    let opts = LaunchOptions {
-        exe,
-        resume: args.run.resume,
-        clean: args.run.clean,
-        mpi: cfg!(feature = "mpi"),
-    };
+    let opts =
+        LaunchOptions { exe, resume: args.run.resume, clean: args.run.clean, build: build() };
     let mut lines = StepLines::new(steps);
     let outcome = temper_launch::launch(plan, &opts, &mut lines).await;
     lines.bar.finish_and_clear();
@@ -133,6 +134,11 @@ pub async fn run(args: RlArgs) -> anyhow::Result<()> {
     }
     println!("{summary}");
     Ok(())
+}
+
+/// What this binary was built to run.
+fn build() -> temper_launch::Build {
+    temper_launch::Build::new(cfg!(feature = "mpi"), cfg!(feature = "cuda"))
 }
 
 /// A progress bar with a line per step and per evaluation above it.

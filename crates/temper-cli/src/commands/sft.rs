@@ -28,7 +28,7 @@ pub fn load_config(path: &Path, sets: &[String]) -> anyhow::Result<(SftConfig, S
 
 pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     let (cfg, resolved) = load_config(&args.config, &args.run.set)?;
-    let device = super::inference::device(&args.device)?;
+    let device = super::inference::device(&args.device, 0)?;
     let dir = cfg.output.dir.clone();
     // Everything that can fail on the config's account (an earlier run in the way, the data,
     // the model) fails before the run folder is touched, so a corrected config just reruns.

@@ -28,7 +28,8 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
     cfg.validate().with_context(|| format!("invalid config {}", config.display()))?;
     let placement = Placement::from_vars(|k| std::env::var(k).ok())
         .map_err(|e| anyhow::anyhow!("data-parallel placement: {e}"))?;
-    let device = super::inference::device(&args.device)?;
+    // Rank r of a node takes the r-th device from the one named (one GPU per rank).
+    let device = super::inference::device(&args.device, placement.local_rank)?;
     let dir = cfg.output.dir.clone();
     if placement.rank == 0 {
         std::fs::create_dir_all(&dir)

@@ -414,6 +414,46 @@ fn every_example_config_checks_and_a_bad_one_names_its_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("outputs/rl"), "{stderr}");
+
+    // Devices per role: the check names them with their precisions, and a build without CUDA
+    // refuses a CUDA device at the --set that asked for it.
+    let check = |sets: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_temper"));
+        cmd.arg("rl").arg(&config).arg("--check");
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        cmd.output().unwrap()
+    };
+    let out = check(&["launch.inference_dtype=bf16"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("inference on cpu in bf16, trainer on cpu in f32"), "{stdout}");
+    let out = check(&["launch.inference_device=cuda:0", "launch.trainer_device=cuda:1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "cuda") {
+        assert!(
+            stdout.contains("inference on cuda:0 in bf16, trainer on cuda:1 in f32"),
+            "{stderr}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("--set launch.inference_device=cuda:0: launch.inference_device = \"cuda:0\": this temper was built without CUDA; build it with `cargo build --release --features cuda`"),
+            "{stderr}"
+        );
+    }
+    let out = check(&["launch.trainer_device=gpu0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "launch.trainer_device: `gpu0` is not a device: expected cpu, cuda or cuda:N"
+        ),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("run").exists(), "--check touches nothing");
 }
 
 #[test]

@@ -580,7 +580,13 @@ fn placement_comes_from_torchrun_mpirun_or_slurm_variables() {
     };
     assert_eq!(
         read(&[]).unwrap(),
-        Placement { rank: 0, world_size: 1, master: None, launcher: Launcher::Alone }
+        Placement {
+            rank: 0,
+            world_size: 1,
+            local_rank: 0,
+            master: None,
+            launcher: Launcher::Alone
+        }
     );
     let p = read(&[
         ("RANK", "3"),
@@ -602,7 +608,18 @@ fn placement_comes_from_torchrun_mpirun_or_slurm_variables() {
     let p = read(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]).unwrap();
     assert_eq!((p.rank, p.world_size, p.launcher, p.master), (1, 2, Launcher::Mpi, None));
     let p = read(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]).unwrap();
-    assert_eq!((p.rank, p.world_size, p.launcher), (3, 4, Launcher::Slurm));
+    assert_eq!((p.rank, p.world_size, p.launcher, p.local_rank), (3, 4, Launcher::Slurm, 0));
+    // The rank among a node's ranks (which GPU it takes) comes with the launcher's pair.
+    let p = read(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4"), ("SLURM_LOCALID", "1")]).unwrap();
+    assert_eq!(p.local_rank, 1);
+    let p = read(&[
+        ("OMPI_COMM_WORLD_RANK", "5"),
+        ("OMPI_COMM_WORLD_SIZE", "8"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ("SLURM_LOCALID", "0"),
+    ])
+    .unwrap();
+    assert_eq!((p.rank, p.local_rank), (5, 1));
     // mpirun's variables win over those of the Slurm allocation it runs in.
     let p = read(&[
         ("OMPI_COMM_WORLD_RANK", "0"),
@@ -625,6 +642,8 @@ fn placement_comes_from_torchrun_mpirun_or_slurm_variables() {
         vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "n0"), ("MASTER_PORT", "99999")],
         vec![("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "2")],
         vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "x")],
+        vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "1")],
+        vec![("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "-1")],
     ] {
         assert!(read(&bad).is_err(), "{bad:?}");
     }
