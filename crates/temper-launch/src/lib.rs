@@ -235,7 +235,25 @@ pub async fn launch(
         if resume_step > 0 {
             args.push("--resume".into());
         }
-        roles.spawn("trainer", &args, &nodes.trainer, place.trainer_ranks, &place.srun_mpi)?;
+        // Ranks on GPUs sum through NCCL, whose ranks meet at rank 0's node (torchrun's
+        // variables); on the CPU, MPI finds its peers itself.
+        let mut env = Vec::new();
+        if place.trainer_ranks > 1 && place.trainer_device.is_cuda() {
+            let host = match &placer {
+                Placer::Local => "127.0.0.1".to_owned(),
+                Placer::Slurm { .. } => nodes.trainer[0].clone(),
+            };
+            env.push(("MASTER_ADDR", host));
+            env.push(("MASTER_PORT", rendezvous_port(&placer)?.to_string()));
+        }
+        roles.spawn_with(
+            "trainer",
+            &args,
+            &nodes.trainer,
+            place.trainer_ranks,
+            &place.srun_mpi,
+            &env,
+        )?;
         let mut args = vec!["orchestrator".to_owned(), path_arg(&dir.join("orchestrator.toml"))];
         if opts.resume {
             args.extend(["--resume-step".into(), resume_step.to_string()]);
@@ -276,6 +294,22 @@ fn place_roles(
     Ok((placer, nodes))
 }
 
+/// The port NCCL's ranks meet at: a free one of this machine; under Slurm, where rank 0's node
+/// cannot be asked, 29500 (torchrun's default) plus the job's id modulo 1000, so that two jobs
+/// sharing a node do not meet at the same port.
+fn rendezvous_port(placer: &Placer) -> Result<u16, LaunchError> {
+    match placer {
+        Placer::Local => std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|source| LaunchError::Listen { addr: "127.0.0.1:0".into(), source }),
+        Placer::Slurm { job, .. } => {
+            let job: u32 = job.parse().unwrap_or(0);
+            Ok(29500 + (job % 1000) as u16)
+        }
+    }
+}
+
 fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
@@ -299,7 +333,23 @@ impl Roles<'_> {
         tasks: usize,
         mpi: &str,
     ) -> Result<(), LaunchError> {
-        let cmd = self.placer.command(role, self.exe, args, nodes, tasks, mpi);
+        self.spawn_with(role, args, nodes, tasks, mpi, &[])
+    }
+
+    /// As [`Roles::spawn`], with variables set in the role's environment.
+    fn spawn_with(
+        &mut self,
+        role: &str,
+        args: &[String],
+        nodes: &[String],
+        tasks: usize,
+        mpi: &str,
+        env: &[(&str, String)],
+    ) -> Result<(), LaunchError> {
+        let mut cmd = self.placer.command(role, self.exe, args, nodes, tasks, mpi);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         self.procs.push(Proc::spawn(role.to_owned(), false, cmd, self.dir)?);
         Ok(())
     }

@@ -17,6 +17,7 @@
 
 pub mod chat;
 pub mod config;
+pub mod device;
 pub mod gguf;
 pub mod kernels;
 pub mod ops;
@@ -80,6 +81,9 @@ pub enum ModelError {
         /// What is wrong.
         message: String,
     },
+    /// A device cannot be named or opened (the message names it and what to do).
+    #[error("{0}")]
+    Device(String),
     /// A tensor operation failed (a bug, or an input out of range such as a token id).
     #[error(transparent)]
     Tensor(#[from] candle_core::Error),

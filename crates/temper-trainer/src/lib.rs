@@ -15,7 +15,9 @@
 //! - [`rl`]: the RL trainer role (`temper trainer`), fed batches through the run directory.
 //! - [`checkpoint`]: saving and resuming.
 //! - [`collective`]: summing across data-parallel ranks (all-reduce, and the reduce-scatter and
-//!   all-gather of a sharded optimizer step); `mpi` (feature `mpi`) runs ranks as MPI processes.
+//!   all-gather of a sharded optimizer step); `mpi` (feature `mpi`) runs ranks as MPI processes,
+//!   [`nccl`] sums tensors on CUDA devices (the library is loaded at run time; the collective is
+//!   feature `nccl`).
 
 pub mod checkpoint;
 pub mod collective;
@@ -25,6 +27,7 @@ pub mod lora;
 pub mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod nccl;
 pub mod optim;
 pub mod pack;
 pub mod policy;

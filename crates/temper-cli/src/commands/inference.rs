@@ -27,17 +27,10 @@ pub fn dtype(p: Precision) -> DType {
 /// The device a `--device` value names (`cpu`, `cuda`, `cuda:N`), opened; `index` is added
 /// to a CUDA device's number (a process's place among its role's processes on its node).
 pub fn device(name: &str, index: usize) -> anyhow::Result<Device> {
-    let spec: temper_launch::DeviceSpec =
+    let spec: temper_model::device::DeviceSpec =
         name.parse().map_err(|e| anyhow::anyhow!("--device {e}"))?;
-    match spec.nth(index) {
-        temper_launch::DeviceSpec::Cpu => Ok(Device::Cpu),
-        cuda if !cfg!(feature = "cuda") => anyhow::bail!(
-            "--device {cuda}: this temper was built without CUDA; build it with `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or use --device cpu"
-        ),
-        temper_launch::DeviceSpec::Cuda(n) => Device::new_cuda(n).with_context(|| {
-            format!("cannot open CUDA device {n} (nvidia-smi lists the devices this machine has)")
-        }),
-    }
+    let spec = spec.nth(index);
+    temper_model::device::open(spec).map_err(|e| anyhow::anyhow!("--device {spec}: {e}"))
 }
 
 async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {

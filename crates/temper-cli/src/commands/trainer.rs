@@ -48,13 +48,26 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
         Some(addr) => Some(serve_metrics(addr, placement.rank, &dir, gauges.clone()).await?),
         None => None,
     };
+    let on_gpu = device.is_cuda();
+    #[cfg(feature = "nccl")]
+    let gpu = device.clone();
     let train = move |collective: &dyn Collective| -> anyhow::Result<RlSummary> {
         let policy = cfg.model.build(&device)?;
         let rank = collective.rank();
         let mut hooks = Lines { total: cfg.trainer.steps, stop, rank, gauges };
         Ok(rl::run(&cfg, policy, collective, &mut hooks, resume)?)
     };
-    let summary = if placement.world_size > 1 {
+    let summary = if placement.world_size > 1 && on_gpu {
+        // Ranks on GPUs sum there, through NCCL.
+        #[cfg(feature = "nccl")]
+        {
+            nccl_ranks(&placement, gpu, train).await?
+        }
+        #[cfg(not(feature = "nccl"))]
+        {
+            ranks(&placement, train).await?
+        }
+    } else if placement.world_size > 1 {
         ranks(&placement, train).await?
     } else {
         tokio::task::spawn_blocking(move || train(&Single)).await??
@@ -114,6 +127,32 @@ async fn ranks(
             mpi.abort(1)
         }
     }
+}
+
+/// Runs `train` as one rank of a multi-process job whose ranks sum on their GPUs through NCCL
+/// (loaded now; rank 0 hands out NCCL's id at MASTER_ADDR:MASTER_PORT).
+#[cfg(feature = "nccl")]
+async fn nccl_ranks(
+    placement: &Placement,
+    device: candle_core::Device,
+    train: impl FnOnce(&dyn Collective) -> anyhow::Result<RlSummary> + Send + 'static,
+) -> anyhow::Result<RlSummary> {
+    use temper_trainer::nccl::{Library, Nccl};
+    let lib = Arc::new(Library::load()?);
+    let (major, minor, patch) = lib.version()?;
+    say(format!(
+        "trainer: rank {} of {} on {device:?}, NCCL {major}.{minor}.{patch} ({})",
+        placement.rank,
+        placement.world_size,
+        lib.path()
+    ));
+    let placement = placement.clone();
+    tokio::task::spawn_blocking(move || {
+        // The communicator is made on the thread that trains: it binds the device there.
+        let nccl = Nccl::init(lib, &placement, &device, std::time::Duration::from_secs(600))?;
+        train(&nccl)
+    })
+    .await?
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -2,6 +2,7 @@
 
 mod lora;
 mod loss;
+mod nccl;
 mod optim;
 mod parity;
 mod rl;
