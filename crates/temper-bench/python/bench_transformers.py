@@ -2,7 +2,9 @@
 folder written by temper), the same prompts (token ids), the same greedy work, timed the same way.
 
 Reads a JSON spec on stdin: {"model_dir", "batches": [B...], "prompt_len", "new_tokens",
-"repeats", "prompts": [[ids]...]} and prints JSON results on stdout. Needs torch and transformers.
+"repeats", "prompts": [[ids]...], "device" ("cpu", "cuda:N"; default cpu), "dtype" ("float32",
+"bfloat16", "float16"; default float32)} and prints JSON results on stdout. Needs torch and
+transformers.
 """
 import json
 import statistics
@@ -14,20 +16,31 @@ from transformers import AutoModelForCausalLM
 
 spec = json.load(sys.stdin)
 torch.manual_seed(0)
-model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], torch_dtype=torch.float32)
+device = torch.device(spec.get("device", "cpu"))
+dtype = getattr(torch, spec.get("dtype", "float32"))
+model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], torch_dtype=dtype).to(device)
 model.eval()
 results = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": {}}
 
+
+def sync():
+    """Waits for the GPU's queued work, so that a clock reading covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 with torch.inference_mode():
     # Logits of the first prompt, to check both implementations compute the same function.
-    first = torch.tensor([spec["prompts"][0]])
-    results["check_logits"] = model(first).logits[0, -1, :].tolist()
+    first = torch.tensor([spec["prompts"][0]], device=device)
+    results["check_logits"] = model(first).logits[0, -1, :].float().tolist()
     for b in spec["batches"]:
-        ids = torch.tensor(spec["prompts"][:b])
+        ids = torch.tensor(spec["prompts"][:b], device=device)
         prefill, decode = [], []
         for _ in range(spec["repeats"]):
+            sync()
             t0 = time.perf_counter()
             out = model(ids, use_cache=True)
+            sync()
             t1 = time.perf_counter()
             past = out.past_key_values
             nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
@@ -35,6 +48,7 @@ with torch.inference_mode():
                 out = model(nxt, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+            sync()
             t2 = time.perf_counter()
             prefill.append(b * ids.shape[1] / (t1 - t0))
             decode.append(b * (spec["new_tokens"] - 1) / (t2 - t1))

@@ -9,7 +9,7 @@ use candle_core::{DType, Device};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use temper_inference::{Engine, EngineConfig, Event, Request, SamplingOptions};
-use temper_model::{Pretrained, weights};
+use temper_model::{Pretrained, Transformer, weights};
 
 use crate::InferenceBenchArgs;
 use crate::report::median;
@@ -21,7 +21,10 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "nothing to measure"
     );
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
+    let (device, torch_device) = crate::bench_device(&args.device)?;
+    let (dtype, torch_dtype) = crate::bench_dtype(&args.dtype)?;
     let path = args.model.clone();
+    // Loaded in f32 on the CPU: the weights transformers gets are these, exported.
     let p = tokio::task::spawn_blocking(move || Pretrained::load(&path, DType::F32, &Device::Cpu))
         .await?
         .with_context(|| format!("cannot load {}", args.model.display()))?;
@@ -36,9 +39,11 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         .collect();
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     eprintln!(
-        "model {} ({:.1}M parameters, f32), prompts of {} tokens, {} new tokens, {} threads",
+        "model {} ({:.1}M parameters, {} on {}), prompts of {} tokens, {} new tokens, {} threads",
         args.model.display(),
         p.model.num_parameters() as f64 / 1e6,
+        args.dtype,
+        torch_device,
         args.prompt_len,
         args.new_tokens,
         threads
@@ -47,10 +52,16 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     // The same weights for transformers, and our logits for the cross-check.
     let export = tempfile::tempdir()?;
     weights::save_model(&p.model, export.path())?;
-    let ours_check: Vec<f32> = p.model.forward(&prompts[0])?.get(args.prompt_len - 1)?.to_vec1()?;
+    let model = if dtype == DType::F32 && device.is_cpu() {
+        p.model
+    } else {
+        Transformer::from_tensors(p.model.config().clone(), p.model.tensors(), dtype, &device)?
+    };
+    let ours_check: Vec<f32> =
+        model.forward(&prompts[0])?.get(args.prompt_len - 1)?.to_dtype(DType::F32)?.to_vec1()?;
 
     let engine = Engine::start(
-        p.model,
+        model,
         p.tokenizer,
         EngineConfig {
             max_running: max_batch,
@@ -74,16 +85,21 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     drop(engine);
 
     let theirs = match &args.python {
-        Some(python) => Some(run_transformers(python, export.path(), &prompts, &args)?),
+        Some(python) => Some(run_transformers(
+            python,
+            export.path(),
+            &prompts,
+            &args,
+            (&torch_device, torch_dtype),
+        )?),
         None => None,
     };
-    let check = theirs.as_ref().and_then(|t| t["check_logits"].as_array()).map(|l| {
-        l.iter()
-            .zip(&ours_check)
-            .map(|(a, b)| (a.as_f64().unwrap_or(f64::NAN) - f64::from(*b)).abs())
-            .fold(0.0, f64::max)
+    // The same function on both sides: log-probabilities at the first prompt's last position.
+    let ours_lp = log_softmax(&ours_check.iter().map(|&x| f64::from(x)).collect::<Vec<_>>());
+    let theirs_lp = theirs.as_ref().and_then(|t| t["check_logits"].as_array()).map(|l| {
+        log_softmax(&l.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect::<Vec<_>>())
     });
-
+    let check = theirs_lp.as_ref().map(|t| compare(t, &ours_lp));
     println!();
     println!(
         "| batch | temper prefill tok/s | transformers | ratio | temper decode tok/s | transformers | ratio |"
@@ -109,14 +125,16 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             o["decode_tokens_per_s"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    if let Some(d) = check {
+    if let Some(c) = &check {
         println!(
-            "\nlast-position logits, temper vs transformers on the same weights: max |difference| = {d:.2e}"
+            "\nlast-position log-probabilities, temper vs transformers on the same weights: max |difference| {:.2e}, KL(transformers ‖ temper) {:.2e}",
+            c.max_abs_diff, c.kl
         );
     }
     let report = json!({
         "model": args.model.display().to_string(),
-        "dtype": "f32",
+        "dtype": args.dtype,
+        "device": torch_device,
         "threads": threads,
         "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens,
@@ -124,10 +142,40 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "statistic": "median",
         "temper": ours,
         "transformers": theirs.as_ref().map(|t| json!({"batches": t["batches"], "torch": t["torch"], "threads": t["threads"]})),
-        "logits_max_abs_diff": check,
+        "check": {
+            "what": "log-probabilities over the vocabulary at the first prompt's last position",
+            "prompt": prompts[0],
+            "temper_logprobs": ours_lp,
+            "transformers_logprobs": theirs_lp,
+            "max_abs_diff": check.as_ref().map(|c| c.max_abs_diff),
+            "kl_transformers_temper": check.as_ref().map(|c| c.kl),
+        },
     });
     crate::report::write(&args.output, &report)?;
     Ok(())
+}
+
+/// Log-softmax of `logits`, in f64.
+pub fn log_softmax(logits: &[f64]) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lse = max + logits.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+    logits.iter().map(|x| x - lse).collect()
+}
+
+/// How far two log-probability vectors over the same vocabulary are apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compared {
+    /// Largest |p − q| over the vocabulary, in log-probability.
+    pub max_abs_diff: f64,
+    /// KL(p ‖ q) = Σ exp(p) (p − q).
+    pub kl: f64,
+}
+
+/// Compares `p` (the reference) with `q`.
+pub fn compare(p: &[f64], q: &[f64]) -> Compared {
+    let max_abs_diff = p.iter().zip(q).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let kl = p.iter().zip(q).map(|(a, b)| a.exp() * (a - b)).sum::<f64>().max(0.0);
+    Compared { max_abs_diff, kl }
 }
 
 /// One batch through the engine: prefill tokens/s (until every first token) and decode tokens/s
@@ -198,11 +246,34 @@ fn run_transformers(
     model_dir: &Path,
     prompts: &[Vec<u32>],
     args: &InferenceBenchArgs,
+    (device, dtype): (&str, &str),
 ) -> anyhow::Result<Value> {
     let spec = json!({
         "model_dir": model_dir, "batches": args.batches, "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens, "repeats": args.repeats, "prompts": prompts,
+        "device": device, "dtype": dtype,
     });
     eprintln!("running transformers with {}", python.display());
     crate::python::run_json(python, crate::python::TRANSFORMERS, &spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_probabilities_and_their_distance_by_hand() {
+        let lp = log_softmax(&[0.0, 0.0, (2f64).ln()]);
+        // Probabilities 1/4, 1/4, 1/2.
+        for (got, want) in lp.iter().zip([0.25f64, 0.25, 0.5]) {
+            assert!((got - want.ln()).abs() < 1e-12, "{lp:?}");
+        }
+        assert_eq!(compare(&lp, &lp), Compared { max_abs_diff: 0.0, kl: 0.0 });
+        let q = log_softmax(&[0.0, 0.0, 0.0]);
+        let c = compare(&lp, &q);
+        // KL = 1/4 ln(3/4) + 1/4 ln(3/4) + 1/2 ln(3/2).
+        let want = 0.5 * (0.75f64).ln() + 0.5 * (1.5f64).ln();
+        assert!((c.kl - want).abs() < 1e-12, "{c:?}");
+        assert!((c.max_abs_diff - (1.5f64).ln()).abs() < 1e-12, "{c:?}");
+    }
 }

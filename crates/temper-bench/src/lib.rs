@@ -91,6 +91,10 @@ pub struct TrainerBenchArgs {
     /// machine slows both rather than one side).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Where both sides train: `cpu`, `cuda` or `cuda:N` (temper needs a `cuda` build); f32
+    /// weights either way.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/train.json")]
     pub output: PathBuf,
@@ -123,6 +127,12 @@ pub struct InferenceBenchArgs {
     /// Repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// Where both sides compute: `cpu`, `cuda` or `cuda:N` (temper needs a `cuda` build).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Precision of both sides' weights and activations: f32, bf16 or f16.
+    #[arg(long, default_value = "f32", value_parser = ["f32", "bf16", "f16"])]
+    pub dtype: String,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/inference.json")]
     pub output: PathBuf,
@@ -143,4 +153,24 @@ pub struct SandboxBenchArgs {
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/sandbox.json")]
     pub output: PathBuf,
+}
+
+/// The device a benchmark's `--device` names, opened, and its name as PyTorch writes it
+/// (`cpu`, `cuda:N`).
+pub fn bench_device(name: &str) -> anyhow::Result<(candle_core::Device, String)> {
+    let spec: temper_model::device::DeviceSpec =
+        name.parse().map_err(|e| anyhow::anyhow!("--device {e}"))?;
+    let device =
+        temper_model::device::open(spec).map_err(|e| anyhow::anyhow!("--device {spec}: {e}"))?;
+    Ok((device, spec.to_string()))
+}
+
+/// The candle dtype and the PyTorch name of a `--dtype` value.
+pub fn bench_dtype(name: &str) -> anyhow::Result<(candle_core::DType, &'static str)> {
+    Ok(match name {
+        "f32" => (candle_core::DType::F32, "float32"),
+        "bf16" => (candle_core::DType::BF16, "bfloat16"),
+        "f16" => (candle_core::DType::F16, "float16"),
+        other => anyhow::bail!("--dtype {other}: expected f32, bf16 or f16"),
+    })
 }

@@ -29,6 +29,8 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         args.batch > 0 && args.seq_len > 1 && args.steps > 0 && args.rounds > 0,
         "nothing to measure"
     );
+    // Checked here, before any model is written; each worker opens it again.
+    let (_, device) = crate::bench_device(&args.device)?;
     let tmp = tempfile::tempdir()?;
     let mut models: Vec<(String, PathBuf)> = Vec::new();
     let dir = tmp.path().join("qwen3-small");
@@ -55,6 +57,7 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         let spec = json!({
             "model_dir": dir, "tokens": tokens, "steps": args.steps, "warmup": 1,
             "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM,
+            "device": device,
         });
         let spec_path = dir.join("bench-spec.json");
         std::fs::write(&spec_path, spec.to_string())?;
@@ -83,6 +86,7 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
             "temper_checkpointing": summarize(&ours_ckpt, &args),
             "pytorch": theirs.as_ref().map(|t| summarize(t, &args)),
             "pytorch_version": theirs.as_ref().map(|t| t["torch"].clone()),
+            "pytorch_peak_gpu_mb": theirs.as_ref().map(|t| t["peak_gpu_mb"].clone()),
             "first_loss": {"temper": ours["losses"][0], "pytorch": theirs.as_ref().map(|t| t["losses"][0].clone())},
             "round_ratios": ratios,
         }));
@@ -120,7 +124,8 @@ pub async fn run(args: TrainerBenchArgs) -> anyhow::Result<()> {
         );
     }
     let report = json!({
-        "dtype": "f32", "statistic": "median step time over all rounds", "steps": args.steps,
+        "dtype": "f32", "device": device,
+        "statistic": "median step time over all rounds", "steps": args.steps,
         "rounds": args.rounds,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "optimizer": {"type": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "max_grad_norm": MAX_GRAD_NORM},
@@ -190,7 +195,8 @@ fn peak_rss_mb() -> f64 {
 fn worker(spec_path: &Path, checkpointing: bool) -> anyhow::Result<Value> {
     let spec: Value = serde_json::from_slice(&std::fs::read(spec_path)?)?;
     let dir = PathBuf::from(spec["model_dir"].as_str().context("model_dir")?);
-    let model = weights::load_model(&dir, DType::F32, &Device::Cpu)?;
+    let (device, _) = crate::bench_device(spec["device"].as_str().unwrap_or("cpu"))?;
+    let model = weights::load_model(&dir, DType::F32, &device)?;
     let tokens: Vec<Vec<u32>> = serde_json::from_value(spec["tokens"].clone())?;
     let steps = spec["steps"].as_u64().context("steps")? as usize;
     let warmup = spec["warmup"].as_u64().context("warmup")? as usize;

@@ -3,6 +3,7 @@
 mod agentic;
 mod eval;
 mod first_hour;
+mod gpu;
 mod hub;
 mod inference;
 mod mock;

@@ -4,7 +4,7 @@
 mod engine;
 mod server;
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use temper_inference::{Engine, EngineConfig, Event, Finish, Request};
 use temper_model::{Architecture, ModelConfig, Tokenizer, Transformer, ops};
 
@@ -13,7 +13,7 @@ pub fn tiny(seed: u64) -> Transformer {
     let mut cfg = ModelConfig::tiny(Architecture::Qwen3, 257);
     cfg.eos_token_ids = vec![256];
     cfg.max_position_embeddings = 256;
-    Transformer::init_random(cfg, seed, &Device::Cpu).unwrap()
+    Transformer::init_random(cfg, seed, &dev()).unwrap()
 }
 
 /// Weights with larger values, so sampling is far from uniform and greedy paths are stable.
@@ -24,7 +24,7 @@ pub fn sharp(seed: u64) -> Transformer {
         .into_iter()
         .map(|(n, t)| if n.ends_with("norm.weight") { (n, t) } else { (n, (t * 8.0).unwrap()) })
         .collect();
-    Transformer::from_tensors(m.config().clone(), t, candle_core::DType::F32, &Device::Cpu).unwrap()
+    Transformer::from_tensors(m.config().clone(), t, candle_core::DType::F32, &dev()).unwrap()
 }
 
 /// [`tiny`] serving 4096 positions, for requests that would run long unless stopped.
@@ -100,7 +100,7 @@ pub fn forward_logprobs(
     let all: Vec<u32> = prompt.iter().chain(completion).copied().collect();
     let logits = model.forward(&all[..all.len() - 1]).unwrap();
     let logits = (logits.narrow(0, prompt.len() - 1, completion.len()).unwrap() / t).unwrap();
-    let targets = Tensor::new(completion, &Device::Cpu).unwrap();
+    let targets = Tensor::new(completion, &dev()).unwrap();
     ops::token_logprobs(&logits, &targets).unwrap().to_vec1().unwrap()
 }
 
@@ -114,4 +114,10 @@ pub fn greedy_reference(model: &Transformer, prompt: &[u32], n: usize) -> Vec<u3
         toks.push(next);
     }
     toks[prompt.len()..].to_vec()
+}
+
+/// The device the tests compute on: `TEMPER_TEST_DEVICE` (`cpu`, `cuda`, `cuda:N`; set by
+/// scripts/gpu-check to run this suite on a GPU), else the CPU. Opened once per process.
+pub fn dev() -> candle_core::Device {
+    temper_model::device::from_env("TEMPER_TEST_DEVICE").expect("TEMPER_TEST_DEVICE")
 }

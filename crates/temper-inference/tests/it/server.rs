@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device};
+use candle_core::DType;
 use serde_json::{Value, json};
 use temper_inference::{Engine, EngineConfig, ServerState};
 use temper_model::{ChatTemplate, Pretrained, weights};
@@ -13,7 +13,7 @@ use crate::{bytes_tokenizer, forward_logprobs, greedy_reference, sharp};
 
 /// Serves `engine` on a free loopback port; returns the base URL.
 async fn serve(engine: Engine, template: Option<ChatTemplate>) -> String {
-    let state = ServerState::new(engine, template, "test-model".into(), DType::F32, Device::Cpu);
+    let state = ServerState::new(engine, template, "test-model".into(), DType::F32, crate::dev());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, temper_inference::router(state)).await });
@@ -39,7 +39,7 @@ const SIMPLE_TEMPLATE: &str = "{% for m in messages %}<{{ m.role }}>{{ m.content
 
 #[tokio::test]
 async fn smollm2_answers_paris_through_chat_completions() {
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     let engine = Engine::start(p.model, p.tokenizer, EngineConfig::default(), 0);
     let url = serve(engine, p.chat_template).await;
     let (status, body) = post(
@@ -294,7 +294,7 @@ async fn update_weights_pause_resume_health_metrics() {
     let mut cfg = b.config().clone();
     cfg.intermediate_size = 48;
     weights::save_model(
-        &temper_model::Transformer::init_random(cfg, 1, &Device::Cpu).unwrap(),
+        &temper_model::Transformer::init_random(cfg, 1, &crate::dev()).unwrap(),
         other.path(),
     )
     .unwrap();

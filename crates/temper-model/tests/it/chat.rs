@@ -1,7 +1,7 @@
 //! Chat templates and tokenizers against Hugging Face transformers (Python jinja2), on the
 //! fixtures `scripts/model-fixtures.py` wrote; multi-turn continuation by appending tokens.
 
-use candle_core::{DType, Device};
+use candle_core::DType;
 use serde_json::{Map, Value, json};
 use temper_model::{ChatTemplate, Pretrained, Tokenizer};
 
@@ -44,7 +44,7 @@ fn qwen3_template_renders_as_jinja2_does() {
 
 #[test]
 fn smollm2_template_renders_as_jinja2_does() {
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     check_renderings("smollm2", p.chat_template.as_ref().unwrap());
 }
 
@@ -59,7 +59,7 @@ fn check_tokens(name: &str, tok: &Tokenizer) {
 
 #[test]
 fn smollm2_gguf_tokenizer_matches_transformers() {
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     check_tokens("smollm2", &p.tokenizer);
 }
 
@@ -146,7 +146,7 @@ fn multi_turn_continuation_appends_tokens() {
     assert_eq!(&all[prompt.len()..before], sampled.as_slice());
 
     // A template that does not rewrite history: the appended text makes the full rendering.
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     let t = p.chat_template.as_ref().unwrap();
     let h = [
         json!({"role": "user", "content": "hi"}),

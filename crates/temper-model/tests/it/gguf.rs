@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use half::f16;
 use temper_model::{Architecture, ModelConfig, Transformer, gguf};
 
@@ -305,8 +305,10 @@ fn to_gguf(
             bytes.extend(encode(kind, row).0);
         }
         let values: Vec<f32> = rows.iter().flat_map(|r| encode(kind, r).1).collect();
-        expected
-            .insert(name.clone(), Tensor::from_vec(values, dims.as_slice(), &Device::Cpu).unwrap());
+        expected.insert(
+            name.clone(),
+            Tensor::from_vec(values, dims.as_slice(), &crate::dev()).unwrap(),
+        );
         tensors.push((gguf_name(&name), dims, kind, bytes));
     }
     (write_gguf(&meta, &tensors), expected)
@@ -314,7 +316,7 @@ fn to_gguf(
 
 #[test]
 fn quantized_weights_decode_as_the_formats_define() {
-    let model = Transformer::init_random(tiny(), 21, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(tiny(), 21, &crate::dev()).unwrap();
     let kind_of = |name: &str| match name {
         n if n.contains("q_proj") || n.contains("up_proj") => Kind::Q4_0,
         n if n.contains("k_proj") || n.contains("gate_proj") => Kind::Q4_1,
@@ -326,7 +328,7 @@ fn quantized_weights_decode_as_the_formats_define() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
     std::fs::write(&path, bytes).unwrap();
-    let g = gguf::load_gguf(&path, DType::F32, &Device::Cpu).unwrap();
+    let g = gguf::load_gguf(&path, DType::F32, &crate::dev()).unwrap();
     assert_eq!(g.config.num_attention_heads, 4);
     assert_eq!((g.config.rope_theta, g.config.tie_word_embeddings), (500.0, false));
     assert_eq!(g.tensors.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
@@ -345,12 +347,12 @@ fn quantized_weights_decode_as_the_formats_define() {
 
 #[test]
 fn f32_gguf_gives_the_logits_of_the_original_model() {
-    let model = Transformer::init_random(tiny(), 22, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(tiny(), 22, &crate::dev()).unwrap();
     let (bytes, _) = to_gguf(&model, |_| Kind::F32);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
     std::fs::write(&path, bytes).unwrap();
-    let p = temper_model::Pretrained::load(&path, DType::F32, &Device::Cpu).unwrap();
+    let p = temper_model::Pretrained::load(&path, DType::F32, &crate::dev()).unwrap();
     let toks = [3u32, 7, 1, 30, 12, 5, 5, 9];
     let d = max_abs_diff(&p.model.forward(&toks).unwrap(), &model.forward(&toks).unwrap());
     assert!(d < 1e-6, "{d}");
@@ -370,43 +372,43 @@ fn f32_gguf_gives_the_logits_of_the_original_model() {
     let flat: Vec<f32> = permute_rows(&rows, 4).concat();
     t.insert(
         "model.layers.0.self_attn.q_proj.weight".into(),
-        Tensor::from_vec(flat, q.dims(), &Device::Cpu).unwrap(),
+        Tensor::from_vec(flat, q.dims(), &crate::dev()).unwrap(),
     );
-    let wrong = Transformer::from_tensors(tiny(), t, DType::F32, &Device::Cpu).unwrap();
+    let wrong = Transformer::from_tensors(tiny(), t, DType::F32, &crate::dev()).unwrap();
     assert!(max_abs_diff(&wrong.forward(&toks).unwrap(), &model.forward(&toks).unwrap()) > 1e-4);
 }
 
 #[test]
 fn hostile_gguf_files_are_refused() {
-    let model = Transformer::init_random(tiny(), 23, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(tiny(), 23, &crate::dev()).unwrap();
     let (bytes, _) = to_gguf(&model, |_| Kind::F32);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.gguf");
     // Truncated: the tensor data runs past the end of the file.
     std::fs::write(&path, &bytes[..bytes.len() - 100]).unwrap();
-    let err = gguf::load_gguf(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = gguf::load_gguf(&path, DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("bad.gguf"), "{err}");
     // Not GGUF at all.
     std::fs::write(&path, b"PK\x03\x04 not a gguf").unwrap();
-    let err = gguf::load_gguf(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = gguf::load_gguf(&path, DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("bad.gguf") && err.contains("GGUF"), "{err}");
     // A header claiming 2^40 tensors.
     let mut huge = bytes.clone();
     huge[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
     std::fs::write(&path, &huge).unwrap();
-    assert!(gguf::load_gguf(&path, DType::F32, &Device::Cpu).is_err());
+    assert!(gguf::load_gguf(&path, DType::F32, &crate::dev()).is_err());
     // An unsupported architecture is named.
     let arch = bytes.windows(5).position(|w| w == b"llama").unwrap();
     let mut other = bytes.clone();
     other[arch..arch + 5].copy_from_slice(b"mamba");
     std::fs::write(&path, &other).unwrap();
-    let err = gguf::load_gguf(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = gguf::load_gguf(&path, DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("mamba"), "{err}");
     // A merge whose result is not a token (the tokenizers crate would panic on it).
     let merge = bytes.windows(3).position(|w| w == b"A B").unwrap();
     let mut other = bytes;
     other[merge..merge + 3].copy_from_slice(b"A C");
     std::fs::write(&path, &other).unwrap();
-    let err = gguf::load_gguf(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = gguf::load_gguf(&path, DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("merge `A C`: `AC` is not in the vocabulary"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! Every op's gradient against central finite differences, in f64.
 
-use candle_core::{Device, Result, Tensor, Var};
+use candle_core::{Result, Tensor, Var};
 use temper_model::ops::{self, Rope, RopeScaling};
 
 use crate::sample;
@@ -25,7 +25,7 @@ fn check(name: &str, inputs: &[Tensor], which: usize, f: impl Fn(&[Tensor]) -> R
     let eps = 1e-6;
     let eval = |values: Vec<f64>| -> f64 {
         let mut xs = inputs.to_vec();
-        xs[which] = Tensor::from_vec(values, shape.as_slice(), &Device::Cpu).unwrap();
+        xs[which] = Tensor::from_vec(values, shape.as_slice(), &crate::dev()).unwrap();
         let out = f(&xs).unwrap();
         (out * &w).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
     };
@@ -54,7 +54,7 @@ fn softmax_and_log_softmax() {
 
 #[test]
 fn softmax_matches_definition_and_survives_large_inputs() {
-    let x = Tensor::new(&[[1000.0f64, 1001.0, 999.0], [0.0, 0.0, 0.0]], &Device::Cpu).unwrap();
+    let x = Tensor::new(&[[1000.0f64, 1001.0, 999.0], [0.0, 0.0, 0.0]], &crate::dev()).unwrap();
     let p = ops::to_f64_vec(&ops::softmax_last_dim(&x).unwrap()).unwrap();
     let e = [1.0f64.exp(), 2.0f64.exp(), 1.0];
     let s: f64 = e.iter().sum();
@@ -90,7 +90,7 @@ fn silu() {
 #[test]
 fn token_logprobs() {
     let logits = (sample(&[4, 9], 8) * 3.0).unwrap();
-    let targets = Tensor::new(&[0u32, 8, 3, 3], &Device::Cpu).unwrap();
+    let targets = Tensor::new(&[0u32, 8, 3, 3], &crate::dev()).unwrap();
     check("token_logprobs", std::slice::from_ref(&logits), 0, |t| {
         ops::token_logprobs(&t[0], &targets)
     });
@@ -105,11 +105,11 @@ fn token_logprobs() {
 
 #[test]
 fn rope_full_partial_and_scaled() {
-    let positions = Tensor::new(&[0u32, 5, 2, 17], &Device::Cpu).unwrap();
+    let positions = Tensor::new(&[0u32, 5, 2, 17], &crate::dev()).unwrap();
     let x = sample(&[4, 3, 8], 9);
-    let full = Rope::new(8, 10_000.0, None, 32, &Device::Cpu).unwrap();
+    let full = Rope::new(8, 10_000.0, None, 32, &crate::dev()).unwrap();
     check("rope/full", std::slice::from_ref(&x), 0, |t| full.apply(&t[0], &positions));
-    let partial = Rope::new(4, 10_000.0, None, 32, &Device::Cpu).unwrap();
+    let partial = Rope::new(4, 10_000.0, None, 32, &crate::dev()).unwrap();
     check("rope/partial", std::slice::from_ref(&x), 0, |t| partial.apply(&t[0], &positions));
     let scaling = RopeScaling::Llama3 {
         factor: 8.0,
@@ -117,17 +117,18 @@ fn rope_full_partial_and_scaled() {
         low_freq_factor: 1.0,
         original_max_position_embeddings: 16.0,
     };
-    let scaled = Rope::new(8, 10_000.0, Some(scaling), 32, &Device::Cpu).unwrap();
+    let scaled = Rope::new(8, 10_000.0, Some(scaling), 32, &crate::dev()).unwrap();
     check("rope/llama3", &[x], 0, |t| scaled.apply(&t[0], &positions));
 }
 
 #[test]
 fn rope_rotates_pairs_by_position_angle() {
     // One head of width 4 at position 3: pairs (0, 2) and (1, 3) rotate by 3·θ^0 and 3·θ^(-1/2).
-    let rope = Rope::new(4, 100.0, None, 8, &Device::Cpu).unwrap();
-    let x = Tensor::new(&[[[1.0f64, 2.0, 3.0, 4.0]]], &Device::Cpu).unwrap();
-    let y = ops::to_f64_vec(&rope.apply(&x, &Tensor::new(&[3u32], &Device::Cpu).unwrap()).unwrap())
-        .unwrap();
+    let rope = Rope::new(4, 100.0, None, 8, &crate::dev()).unwrap();
+    let x = Tensor::new(&[[[1.0f64, 2.0, 3.0, 4.0]]], &crate::dev()).unwrap();
+    let y =
+        ops::to_f64_vec(&rope.apply(&x, &Tensor::new(&[3u32], &crate::dev()).unwrap()).unwrap())
+            .unwrap();
     let (a0, a1) = (3.0f64, 3.0f64 / 10.0);
     let want = [
         1.0 * a0.cos() - 3.0 * a0.sin(),
@@ -140,9 +141,10 @@ fn rope_rotates_pairs_by_position_angle() {
         assert!((g - w).abs() < 1e-5, "{y:?} vs {want:?}");
     }
     // Partial: the last half passes through untouched.
-    let half = Rope::new(2, 100.0, None, 8, &Device::Cpu).unwrap();
-    let y = ops::to_f64_vec(&half.apply(&x, &Tensor::new(&[3u32], &Device::Cpu).unwrap()).unwrap())
-        .unwrap();
+    let half = Rope::new(2, 100.0, None, 8, &crate::dev()).unwrap();
+    let y =
+        ops::to_f64_vec(&half.apply(&x, &Tensor::new(&[3u32], &crate::dev()).unwrap()).unwrap())
+            .unwrap();
     assert_eq!(&y[2..], &[3.0, 4.0]);
 }
 

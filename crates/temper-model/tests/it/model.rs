@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use temper_model::{Architecture, KvCache, Logits, ModelConfig, Transformer, ops};
 
 use crate::max_abs_diff;
@@ -39,7 +39,7 @@ fn mean_logprob(model: &Transformer, toks: &[u32]) -> Tensor {
 fn every_parameter_gets_a_nonzero_gradient() {
     for cfg in configs() {
         let arch = cfg.architecture;
-        let model = Transformer::init_random(cfg, 1, &Device::Cpu).unwrap();
+        let model = Transformer::init_random(cfg, 1, &crate::dev()).unwrap();
         let grads = mean_logprob(&model, &tokens(12, 1, 50)).backward().unwrap();
         for (name, var) in model.params() {
             let g = grads
@@ -55,7 +55,7 @@ fn every_parameter_gets_a_nonzero_gradient() {
 fn model_gradient_matches_finite_differences() {
     for cfg in configs() {
         let arch = cfg.architecture;
-        let f32_model = Transformer::init_random(cfg.clone(), 2, &Device::Cpu).unwrap();
+        let f32_model = Transformer::init_random(cfg.clone(), 2, &crate::dev()).unwrap();
         let mut tensors: BTreeMap<String, Tensor> = f32_model.tensors();
         // Larger weights than the 0.02 init, so the function is far from linear.
         for (name, t) in tensors.iter_mut() {
@@ -65,7 +65,7 @@ fn model_gradient_matches_finite_differences() {
         }
         let toks = tokens(9, 3, 50);
         let model =
-            Transformer::from_tensors(cfg.clone(), tensors.clone(), DType::F64, &Device::Cpu)
+            Transformer::from_tensors(cfg.clone(), tensors.clone(), DType::F64, &crate::dev())
                 .unwrap();
         let grads = mean_logprob(&model, &toks).backward().unwrap();
         // A few entries of one weight of each kind.
@@ -103,9 +103,9 @@ fn model_gradient_matches_finite_differences() {
                     let mut ts = tensors.clone();
                     ts.insert(
                         name.to_string(),
-                        Tensor::from_vec(v, shape.as_slice(), &Device::Cpu).unwrap(),
+                        Tensor::from_vec(v, shape.as_slice(), &crate::dev()).unwrap(),
                     );
-                    let m = Transformer::from_tensors(cfg.clone(), ts, DType::F64, &Device::Cpu)
+                    let m = Transformer::from_tensors(cfg.clone(), ts, DType::F64, &crate::dev())
                         .unwrap();
                     mean_logprob(&m, &toks).to_scalar::<f64>().unwrap()
                 };
@@ -126,7 +126,7 @@ fn model_gradient_matches_finite_differences() {
 fn cached_decode_equals_full_forward() {
     for cfg in configs() {
         let arch = cfg.architecture;
-        let model = Transformer::init_random(cfg, 3, &Device::Cpu).unwrap();
+        let model = Transformer::init_random(cfg, 3, &crate::dev()).unwrap();
         let toks = tokens(40, 5, 50);
         let full = model.forward(&toks).unwrap();
 
@@ -146,7 +146,7 @@ fn cached_decode_equals_full_forward() {
 
 #[test]
 fn ragged_batch_matches_each_sequence_alone() {
-    let model = Transformer::init_random(configs().remove(1), 4, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(configs().remove(1), 4, &crate::dev()).unwrap();
     let (a, b, c) = (tokens(11, 1, 50), tokens(3, 2, 50), tokens(17, 3, 50));
     let (fa, fb, fc) =
         (model.forward(&a).unwrap(), model.forward(&b).unwrap(), model.forward(&c).unwrap());
@@ -165,7 +165,7 @@ fn ragged_batch_matches_each_sequence_alone() {
 
 #[test]
 fn forked_caches_continue_independently() {
-    let model = Transformer::init_random(configs().remove(0), 5, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(configs().remove(0), 5, &crate::dev()).unwrap();
     let prompt = tokens(6, 9, 50);
     let mut base = model.new_cache();
     model.step(&[&prompt], &mut [&mut base], Logits::Last).unwrap();
@@ -192,7 +192,7 @@ fn forked_caches_continue_independently() {
 
 #[test]
 fn bad_inputs_are_errors_not_panics() {
-    let model = Transformer::init_random(configs().remove(0), 6, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(configs().remove(0), 6, &crate::dev()).unwrap();
     let err = model.forward(&[1, 50]).unwrap_err().to_string();
     assert!(err.contains("token id 50") && err.contains("50"), "{err}");
     let long = vec![1u32; 513];
@@ -206,9 +206,9 @@ fn bad_inputs_are_errors_not_panics() {
 #[test]
 fn init_is_deterministic_per_seed() {
     let cfg = configs().remove(0);
-    let a = Transformer::init_random(cfg.clone(), 7, &Device::Cpu).unwrap();
-    let b = Transformer::init_random(cfg.clone(), 7, &Device::Cpu).unwrap();
-    let c = Transformer::init_random(cfg, 8, &Device::Cpu).unwrap();
+    let a = Transformer::init_random(cfg.clone(), 7, &crate::dev()).unwrap();
+    let b = Transformer::init_random(cfg.clone(), 7, &crate::dev()).unwrap();
+    let c = Transformer::init_random(cfg, 8, &crate::dev()).unwrap();
     let name = "model.layers.1.mlp.up_proj.weight";
     let (ta, tb, tc) = (&a.tensors()[name], &b.tensors()[name], &c.tensors()[name]);
     assert_eq!(max_abs_diff(ta, tb), 0.0);
@@ -223,7 +223,7 @@ fn init_is_deterministic_per_seed() {
 #[test]
 fn packed_forward_equals_separate_forwards() {
     let model =
-        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 3, &Device::Cpu)
+        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 3, &crate::dev())
             .unwrap();
     // Lengths that fall into several padding buckets, out of order.
     let seqs: Vec<Vec<u32>> = vec![
@@ -264,7 +264,8 @@ fn written_out_backward_equals_autograd() {
     cfgs.push(ModelConfig::tiny(Architecture::Glm4Moe, 50));
     for cfg in cfgs {
         let arch = cfg.architecture;
-        let mut tensors = Transformer::init_random(cfg.clone(), 4, &Device::Cpu).unwrap().tensors();
+        let mut tensors =
+            Transformer::init_random(cfg.clone(), 4, &crate::dev()).unwrap().tensors();
         // Weights well away from the 0.02 init (and norms away from one), so every term of the
         // backward pass matters.
         for (name, t) in tensors.iter_mut() {
@@ -274,7 +275,7 @@ fn written_out_backward_equals_autograd() {
                 (t.clone() * 20.0).unwrap()
             };
         }
-        let model = Transformer::from_tensors(cfg, tensors, DType::F32, &Device::Cpu).unwrap();
+        let model = Transformer::from_tensors(cfg, tensors, DType::F32, &crate::dev()).unwrap();
         for lens in [vec![13usize], vec![13, 6, 9, 2], vec![70, 20]] {
             let seqs: Vec<Vec<u32>> =
                 lens.iter().enumerate().map(|(i, &n)| tokens(n + 1, i as u32 + 5, 50)).collect();
@@ -321,26 +322,26 @@ fn logprob_rows_equal_the_composed_log_softmax_and_its_gradient() {
     let (n, vocab) = (7, 1003);
     let data: Vec<f32> =
         (0..n * vocab).map(|i| ((i * 7919) % 2003) as f32 / 100.0 - 10.0).collect();
-    let logits = Tensor::from_vec(data, (n, vocab), &Device::Cpu).unwrap();
+    let logits = Tensor::from_vec(data, (n, vocab), &crate::dev()).unwrap();
     let targets: Vec<u32> = (0..n as u32).map(|i| (i * 389) % vocab as u32).collect();
     let temps = [1.0f32, 0.7, 1.3, 1.0, 0.25, 2.0, 1.0];
     let w: Vec<f32> = (0..n).map(|i| i as f32 - 2.5).collect();
     let rows = temper_model::train::logprob_rows(&logits, &targets, &temps).unwrap();
     // The reference, from differentiable primitives.
     let leaf = Var::from_tensor(&logits).unwrap();
-    let t = Tensor::from_vec(temps.to_vec(), (n, 1), &Device::Cpu).unwrap();
+    let t = Tensor::from_vec(temps.to_vec(), (n, 1), &crate::dev()).unwrap();
     let logp = ops::log_softmax_composed(&leaf.as_tensor().broadcast_div(&t).unwrap()).unwrap();
-    let ids = Tensor::from_vec(targets.clone(), (n, 1), &Device::Cpu).unwrap();
+    let ids = Tensor::from_vec(targets.clone(), (n, 1), &crate::dev()).unwrap();
     let lp = logp.gather(&ids, 1).unwrap().squeeze(1).unwrap();
     let entropy = (logp.exp().unwrap() * &logp).unwrap().sum(1).unwrap().neg().unwrap();
     for (what, got, want) in
         [("logprobs", &rows.logprobs, &lp), ("entropy", &rows.entropy, &entropy)]
     {
-        let got = Tensor::new(got.as_slice(), &Device::Cpu).unwrap();
+        let got = Tensor::new(got.as_slice(), &crate::dev()).unwrap();
         let d = max_abs_diff(&got, want);
         assert!(d < 1e-4, "{what} differ by {d}");
     }
-    let wt = Tensor::new(w.as_slice(), &Device::Cpu).unwrap();
+    let wt = Tensor::new(w.as_slice(), &crate::dev()).unwrap();
     let want = (lp * wt).unwrap().sum_all().unwrap().backward().unwrap();
     let want = want.get(leaf.as_tensor()).unwrap();
     let got =
@@ -351,7 +352,7 @@ fn logprob_rows_equal_the_composed_log_softmax_and_its_gradient() {
     // finite: then NaN, so that the trainer skips the step as it does under autograd.
     let mut bad = logits.to_vec2::<f32>().unwrap();
     bad[2][5] = f32::INFINITY;
-    let bad = Tensor::new(bad, &Device::Cpu).unwrap();
+    let bad = Tensor::new(bad, &crate::dev()).unwrap();
     let rows = temper_model::train::logprob_rows(&bad, &targets, &temps).unwrap();
     let mut w0 = w;
     (w0[2], w0[3]) = (0.0, 0.0);
@@ -394,7 +395,7 @@ fn approximate_exp_is_within_a_few_ulps() {
 #[test]
 fn logit_gradient_in_place_equals_the_copy() {
     let model =
-        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 6, &Device::Cpu)
+        Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 50), 6, &crate::dev())
             .unwrap();
     let seqs = [tokens(12, 1, 50), tokens(7, 2, 50)];
     let inputs: Vec<&[u32]> = seqs.iter().map(|s| &s[..s.len() - 1]).collect();

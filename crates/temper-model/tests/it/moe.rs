@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use temper_model::{Architecture, Gating, Logits, ModelConfig, Transformer, ops};
 
 use crate::{max_abs_diff, sample};
@@ -14,7 +14,7 @@ fn model(
     dtype: DType,
 ) -> (ModelConfig, BTreeMap<String, Tensor>, Transformer) {
     let cfg = ModelConfig::tiny(arch, 50);
-    let init = Transformer::init_random(cfg.clone(), seed, &Device::Cpu).unwrap();
+    let init = Transformer::init_random(cfg.clone(), seed, &crate::dev()).unwrap();
     // Larger weights than the init so routing is decisive, and a non-zero correction bias.
     let tensors: BTreeMap<String, Tensor> = init
         .tensors()
@@ -30,7 +30,7 @@ fn model(
             (n, t)
         })
         .collect();
-    let m = Transformer::from_tensors(cfg.clone(), tensors.clone(), dtype, &Device::Cpu).unwrap();
+    let m = Transformer::from_tensors(cfg.clone(), tensors.clone(), dtype, &crate::dev()).unwrap();
     (cfg, tensors, m)
 }
 
@@ -119,7 +119,7 @@ fn moe_gradients_match_finite_differences_and_reach_the_router() {
         let toks: Vec<u32> = (0..10).map(|i| (i * 7 + 3) % 50).collect();
         let loss = |m: &Transformer| {
             let logits = m.forward(&toks[..9]).unwrap();
-            let targets = Tensor::new(&toks[1..], &Device::Cpu).unwrap();
+            let targets = Tensor::new(&toks[1..], &crate::dev()).unwrap();
             ops::token_logprobs(&logits, &targets).unwrap().mean_all().unwrap()
         };
         let grads = loss(&m).backward().unwrap();
@@ -155,9 +155,9 @@ fn moe_gradients_match_finite_differences_and_reach_the_router() {
                     let mut ts = tensors.clone();
                     ts.insert(
                         name.clone(),
-                        Tensor::from_vec(v, tensors[name.as_str()].dims(), &Device::Cpu).unwrap(),
+                        Tensor::from_vec(v, tensors[name.as_str()].dims(), &crate::dev()).unwrap(),
                     );
-                    let m = Transformer::from_tensors(cfg.clone(), ts, DType::F64, &Device::Cpu)
+                    let m = Transformer::from_tensors(cfg.clone(), ts, DType::F64, &crate::dev())
                         .unwrap();
                     loss(&m).to_scalar::<f64>().unwrap()
                 };

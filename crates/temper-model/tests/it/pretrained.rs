@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use candle_core::{DType, Device};
+use candle_core::DType;
 use serde_json::json;
 use temper_model::{Logits, Pretrained, Tokenizer};
 
@@ -39,7 +39,7 @@ fn greedy(p: &Pretrained, prompt: &[u32], max: usize) -> Vec<u32> {
 
 #[test]
 fn smollm2_gguf_knows_the_capital_of_france() {
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     let cfg = p.model.config();
     assert_eq!((cfg.num_hidden_layers, cfg.hidden_size, cfg.num_key_value_heads), (30, 576, 3));
     assert!(cfg.tie_word_embeddings);
@@ -63,7 +63,7 @@ fn smollm2_gguf_knows_the_capital_of_france() {
 
 #[test]
 fn smollm2_tokenizer_round_trips() {
-    let p = Pretrained::load(&smollm2(), DType::F32, &Device::Cpu).unwrap();
+    let p = Pretrained::load(&smollm2(), DType::F32, &crate::dev()).unwrap();
     round_trips(&p.tokenizer);
     // Digits are split one by one (SmolLM2's pre-tokenizer).
     let ids = p.tokenizer.encode("12345").unwrap();

@@ -1,6 +1,6 @@
 //! Weights in the Hugging Face layout: save, load, shards, hostile indexes.
 
-use candle_core::{DType, Device};
+use candle_core::DType;
 use temper_model::{Architecture, ModelConfig, Transformer, weights};
 
 use crate::max_abs_diff;
@@ -9,11 +9,11 @@ use crate::max_abs_diff;
 fn save_and_load_round_trip_exactly() {
     for arch in [Architecture::Llama, Architecture::Qwen3] {
         let model =
-            Transformer::init_random(ModelConfig::tiny(arch, 40), 11, &Device::Cpu).unwrap();
+            Transformer::init_random(ModelConfig::tiny(arch, 40), 11, &crate::dev()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         weights::save_model(&model, dir.path()).unwrap();
         assert!(dir.path().join("model.safetensors").is_file());
-        let loaded = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap();
+        let loaded = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap();
         assert_eq!(loaded.config(), model.config());
         let (a, b) = (model.tensors(), loaded.tensors());
         assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
@@ -33,7 +33,7 @@ fn save_and_load_round_trip_exactly() {
 #[test]
 fn sharded_save_writes_an_index_and_loads_back() {
     let model =
-        Transformer::init_random(ModelConfig::tiny(Architecture::Llama, 40), 12, &Device::Cpu)
+        Transformer::init_random(ModelConfig::tiny(Architecture::Llama, 40), 12, &crate::dev())
             .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = model.config().to_hf_json();
@@ -45,7 +45,7 @@ fn sharded_save_writes_an_index_and_loads_back() {
     )
     .unwrap();
     assert_eq!(index["weight_map"].as_object().unwrap().len(), model.tensors().len());
-    let loaded = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap();
+    let loaded = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap();
     for (name, t) in model.tensors() {
         assert_eq!(max_abs_diff(&t, &loaded.tensors()[&name]), 0.0, "{name}");
     }
@@ -58,21 +58,21 @@ fn sharded_save_writes_an_index_and_loads_back() {
     let mut names = names;
     names.sort();
     assert_eq!(names, ["config.json", "model.safetensors"]);
-    weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap();
+    weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap();
 }
 
 #[test]
 fn hostile_or_broken_folders_are_refused_with_the_file_named() {
     let dir = tempfile::tempdir().unwrap();
     let model =
-        Transformer::init_random(ModelConfig::tiny(Architecture::Llama, 40), 13, &Device::Cpu)
+        Transformer::init_random(ModelConfig::tiny(Architecture::Llama, 40), 13, &crate::dev())
             .unwrap();
     weights::save_model(&model, dir.path()).unwrap();
 
     // An index pointing outside the folder.
     let index = dir.path().join("model.safetensors.index.json");
     std::fs::write(&index, r#"{"weight_map": {"a": "../../etc/passwd"}}"#).unwrap();
-    let err = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(
         err.contains("model.safetensors.index.json") && err.contains("../../etc/passwd"),
         "{err}"
@@ -83,7 +83,7 @@ fn hostile_or_broken_folders_are_refused_with_the_file_named() {
     let st = dir.path().join("model.safetensors");
     let bytes = std::fs::read(&st).unwrap();
     std::fs::write(&st, &bytes[..bytes.len() / 2]).unwrap();
-    let err = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
 
     // A configuration that does not match the weights.
@@ -91,7 +91,7 @@ fn hostile_or_broken_folders_are_refused_with_the_file_named() {
     let mut cfg = model.config().to_hf_json();
     cfg["intermediate_size"] = 65.into();
     std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
-    let err = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("mlp.gate_proj.weight") && err.contains("65"), "{err}");
 
     // A missing weight.
@@ -99,6 +99,6 @@ fn hostile_or_broken_folders_are_refused_with_the_file_named() {
     tensors.remove("model.norm.weight");
     weights::save_tensors(&tensors, &model.config().to_hf_json(), dir.path(), weights::SHARD_BYTES)
         .unwrap();
-    let err = weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let err = weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap_err().to_string();
     assert!(err.contains("model.norm.weight") && err.contains("missing"), "{err}");
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use temper_model::{Architecture, ModelConfig, Tokenizer, Transformer};
 use temper_trainer::data::Sample;
 use temper_trainer::grad::loss_and_grads_for;
@@ -15,9 +15,9 @@ use temper_trainer::{Policy, Single, Trainer};
 use crate::{scalar, vals};
 
 fn model(dtype: DType) -> Transformer {
-    let m = Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 40), 5, &Device::Cpu)
+    let m = Transformer::init_random(ModelConfig::tiny(Architecture::Qwen3, 40), 5, &crate::dev())
         .unwrap();
-    Transformer::from_tensors(m.config().clone(), m.tensors(), dtype, &Device::Cpu).unwrap()
+    Transformer::from_tensors(m.config().clone(), m.tensors(), dtype, &crate::dev()).unwrap()
 }
 
 fn cfg() -> LoraConfig {
@@ -34,7 +34,7 @@ const SEQ: [u32; 7] = [3, 9, 1, 22, 7, 7, 30];
 fn loss_of(m: &Transformer) -> candle_core::Result<Tensor> {
     let logits =
         m.forward_packed(&[&SEQ[..6]]).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-    let ids = Tensor::from_vec(SEQ[1..].to_vec(), 6, &Device::Cpu)?;
+    let ids = Tensor::from_vec(SEQ[1..].to_vec(), 6, &crate::dev())?;
     let lp = temper_model::ops::token_logprobs(&logits, &ids)?;
     sft_loss(&lp, &[true; 6], 6.0)
 }
@@ -72,13 +72,13 @@ fn adapter_gradients_match_finite_differences() {
     for (i, (name, v)) in lora.params().iter().enumerate() {
         if name.ends_with("lora_B.weight") {
             let t =
-                temper_model::init::normal(v.dims(), 0.3, 100 + i as u64, &Device::Cpu).unwrap();
+                temper_model::init::normal(v.dims(), 0.3, 100 + i as u64, &crate::dev()).unwrap();
             v.set(&t.to_dtype(DType::F64).unwrap()).unwrap();
         }
     }
     let adapted = lora.apply(&base).unwrap();
     let (grads, ()) = loss_and_grads_for(&adapted, lora.params(), &[&SEQ[..6]], false, |logits| {
-        let ids = Tensor::from_vec(SEQ[1..].to_vec(), 6, &Device::Cpu)?;
+        let ids = Tensor::from_vec(SEQ[1..].to_vec(), 6, &crate::dev())?;
         let lp = temper_model::ops::token_logprobs(logits, &ids)?;
         Ok((sft_loss(&lp, &[true; 6], 6.0)?, ()))
     })
@@ -92,9 +92,9 @@ fn adapter_gradients_match_finite_differences() {
             let at = |delta: f64| {
                 let mut v = flat.clone();
                 v[idx] += delta;
-                var.set(&Tensor::from_vec(v, var.shape(), &Device::Cpu).unwrap()).unwrap();
+                var.set(&Tensor::from_vec(v, var.shape(), &crate::dev()).unwrap()).unwrap();
                 let l = scalar(&loss_of(&lora.apply(&base).unwrap()).unwrap());
-                var.set(&Tensor::from_vec(flat.clone(), var.shape(), &Device::Cpu).unwrap())
+                var.set(&Tensor::from_vec(flat.clone(), var.shape(), &crate::dev()).unwrap())
                     .unwrap();
                 l
             };
@@ -140,7 +140,7 @@ fn only_adapters_train_and_they_save_in_peft_layout() {
     );
     let adapter = candle_core::safetensors::load(
         dir.path().join("adapter/adapter_model.safetensors"),
-        &Device::Cpu,
+        &crate::dev(),
     )
     .unwrap();
     assert_eq!(adapter.len(), 8);
@@ -149,7 +149,7 @@ fn only_adapters_train_and_they_save_in_peft_layout() {
     let b = &adapter[&format!("{key}.lora_B.weight")];
     let w = trainer.policy.model.tensors()["model.layers.1.self_attn.q_proj.weight"].clone();
     let expect = (w + (b.matmul(a).unwrap() * 2.0).unwrap()).unwrap();
-    let merged = temper_model::weights::load_model(dir.path(), DType::F32, &Device::Cpu).unwrap();
+    let merged = temper_model::weights::load_model(dir.path(), DType::F32, &crate::dev()).unwrap();
     let got = merged.tensors()["model.layers.1.self_attn.q_proj.weight"].clone();
     let diff = vals(&(got - &expect).unwrap()).iter().fold(0f64, |m, x| m.max(x.abs()));
     assert!(diff < 1e-6, "merged weight differs by {diff}");

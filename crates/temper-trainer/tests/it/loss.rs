@@ -1,6 +1,6 @@
 //! Losses against hand-computed values and finite differences.
 
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use temper_trainer::loss::{
     LossConfig, LossType, RlTokens, logprobs_and_entropy, policy_loss, sft_loss,
 };
@@ -22,7 +22,7 @@ fn run(
     total: f64,
 ) -> (f64, Vec<f64>, temper_trainer::loss::LossStats) {
     let n = lp.len();
-    let v = Var::from_tensor(&Tensor::from_vec(lp.to_vec(), n, &Device::Cpu).unwrap()).unwrap();
+    let v = Var::from_tensor(&Tensor::from_vec(lp.to_vec(), n, &crate::dev()).unwrap()).unwrap();
     let mu32: Vec<f32> = mu.iter().map(|&x| x as f32).collect();
     let adv32: Vec<f32> = adv.iter().map(|&x| x as f32).collect();
     let tokens =
@@ -184,7 +184,7 @@ fn nothing_to_train_on_gives_zero_loss_and_gradient() {
 
 #[test]
 fn sft_loss_is_mean_nll_over_loss_tokens() {
-    let lp = Tensor::new(&[ln(0.5), ln(0.25), ln(0.125)], &Device::Cpu).unwrap();
+    let lp = Tensor::new(&[ln(0.5), ln(0.25), ln(0.125)], &crate::dev()).unwrap();
     let v = scalar(&sft_loss(&lp, &[true, false, true], 2.0).unwrap());
     close(v, (0.5f64.ln().abs() + 0.125f64.ln().abs()) / 2.0, 1e-12, "sft");
 }
@@ -225,7 +225,7 @@ fn cispo_logprobs(logits: &Tensor) -> Vec<f64> {
 
 #[test]
 fn every_loss_gradient_matches_finite_differences_through_temperature() {
-    let dev = Device::Cpu;
+    let dev = crate::dev();
     let base: Vec<f64> = (0..30).map(|i| ((i * 7919 % 97) as f64 / 97.0 - 0.5) * 2.0).collect();
     for kind in [LossType::Default, LossType::PpoClip, LossType::Gspo, LossType::Cispo] {
         let v = Var::from_tensor(&Tensor::from_vec(base.clone(), (6, 5), &dev).unwrap()).unwrap();
@@ -276,7 +276,7 @@ fn every_loss_gradient_matches_finite_differences_through_temperature() {
 #[test]
 fn entropy_and_temperature_by_hand() {
     // Two equal logits and one −inf-like: entropy ln 2; temperature 2 halves the logits.
-    let logits = Tensor::new(&[[0.0f64, 0.0, -1e4], [2.0, 0.0, 0.0]], &Device::Cpu).unwrap();
+    let logits = Tensor::new(&[[0.0f64, 0.0, -1e4], [2.0, 0.0, 0.0]], &crate::dev()).unwrap();
     let (lp, h) = logprobs_and_entropy(&logits, &[0, 0], &[1.0, 2.0], &[true, false]).unwrap();
     let lp = vals(&lp);
     close(lp[0], 0.5f64.ln(), 1e-9, "logprob row 0");

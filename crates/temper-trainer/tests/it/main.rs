@@ -25,3 +25,9 @@ pub fn scalar(t: &Tensor) -> f64 {
 pub fn close(a: f64, b: f64, tol: f64, what: &str) {
     assert!((a - b).abs() <= tol, "{what}: {a} vs {b} (diff {})", (a - b).abs());
 }
+
+/// The device the tests compute on: `TEMPER_TEST_DEVICE` (`cpu`, `cuda`, `cuda:N`; set by
+/// scripts/gpu-check to run this suite on a GPU), else the CPU. Opened once per process.
+pub fn dev() -> candle_core::Device {
+    temper_model::device::from_env("TEMPER_TEST_DEVICE").expect("TEMPER_TEST_DEVICE")
+}

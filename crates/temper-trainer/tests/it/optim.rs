@@ -1,6 +1,6 @@
 //! AdamW, clipping and schedules against hand-computed values.
 
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use temper_trainer::optim::{
     AdamW, OptimConfig, ScheduleConfig, ScheduleKind, clip_grads, clip_scale, decays, grad_norm,
 };
@@ -9,7 +9,7 @@ use crate::{close, vals};
 
 #[test]
 fn adamw_matches_the_formula_and_skips_decay_on_norms() {
-    let dev = Device::Cpu;
+    let dev = crate::dev();
     let w = Var::from_tensor(&Tensor::new(&[[1.0f32, -2.0], [0.5, 0.0]], &dev).unwrap()).unwrap();
     let n = Var::from_tensor(&Tensor::new(&[1.0f32, 1.0], &dev).unwrap()).unwrap();
     let params = vec![
@@ -69,7 +69,7 @@ fn adamw_matches_the_formula_and_skips_decay_on_norms() {
 
 #[test]
 fn clipping_scales_to_the_global_norm() {
-    let dev = Device::Cpu;
+    let dev = crate::dev();
     let mut g = vec![
         Tensor::new(&[3.0f32, 0.0], &dev).unwrap(),
         Tensor::new(&[[0.0f32, 4.0]], &dev).unwrap(),
@@ -89,7 +89,7 @@ fn clipping_scales_to_the_global_norm() {
 /// is for weights on a GPU) agree, with clipping folded into the step as with it applied first.
 #[test]
 fn in_place_and_tensor_updates_agree_with_clipping_folded_in() {
-    let dev = Device::Cpu;
+    let dev = crate::dev();
     let init: Vec<f32> = (0..70_000).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
     let grads: Vec<Vec<f32>> = (0..3)
         .map(|s| (0..70_000).map(|i| ((i * 31 + s * 17) % 997) as f32 / 300.0 - 1.6).collect())

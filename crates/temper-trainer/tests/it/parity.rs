@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use serde_json::{Value, json};
 use temper_model::{Architecture, ModelConfig, Tokenizer, Transformer};
 use temper_trainer::loss::LossConfig;
@@ -135,7 +135,7 @@ fn run_reference(python: &str, spec: &Value, out: &Path) -> Reference {
     let floats = |k: &str| -> Vec<f64> {
         reply[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
     };
-    let weights = candle_core::safetensors::load(out, &Device::Cpu).unwrap();
+    let weights = candle_core::safetensors::load(out, &crate::dev()).unwrap();
     Reference {
         losses: floats("losses"),
         grad_norms: floats("grad_norms"),
@@ -163,7 +163,7 @@ fn rl_step_matches_an_independent_pytorch_trainer() {
     let tokenizer = Tokenizer::bytes(&["<|im_start|>", "<|im_end|>"]);
     let mut cfg = ModelConfig::tiny(Architecture::Qwen3, tokenizer.vocab_size());
     cfg.num_hidden_layers = 2;
-    let model = Transformer::init_random(cfg, 7, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(cfg, 7, &crate::dev()).unwrap();
     let model_dir = tmp.path().join("init");
     temper_model::weights::save_model(&model, &model_dir).unwrap();
 

@@ -1,6 +1,6 @@
 //! The RL trainer role fed through the run directory.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use temper_protocol::{SCHEMA_VERSION, TrainBatch, TrainSample};
 use temper_trainer::rl::{self, NoRlHooks, RlTrainerConfig};
 use temper_trainer::{Policy, Single};
@@ -47,7 +47,7 @@ fn sample(policy: &Policy, prompt: &str, completion: &str, advantage: f32) -> Tr
     let ids: Vec<u32> = p.iter().chain(&c).copied().collect();
     let n = ids.len();
     let logits = policy.model.forward(&ids[..n - 1]).unwrap();
-    let t = Tensor::from_vec(ids[1..].to_vec(), n - 1, &Device::Cpu).unwrap();
+    let t = Tensor::from_vec(ids[1..].to_vec(), n - 1, &crate::dev()).unwrap();
     let lp = vals(&temper_model::ops::token_logprobs(&logits, &t).unwrap());
     let mask: Vec<u8> = (0..n).map(|i| u8::from(i >= p.len())).collect();
     let logprobs: Vec<f32> =
@@ -65,7 +65,7 @@ fn sample(policy: &Policy, prompt: &str, completion: &str, advantage: f32) -> Tr
 fn completion_logprob(model: &temper_model::Transformer, s: &TrainSample) -> f64 {
     let n = s.token_ids.len();
     let logits = model.forward(&s.token_ids[..n - 1]).unwrap();
-    let t = Tensor::from_vec(s.token_ids[1..].to_vec(), n - 1, &Device::Cpu).unwrap();
+    let t = Tensor::from_vec(s.token_ids[1..].to_vec(), n - 1, &crate::dev()).unwrap();
     let lp = vals(&temper_model::ops::token_logprobs(&logits, &t).unwrap());
     (1..n).filter(|&i| s.loss_mask[i] == 1).map(|i| lp[i - 1]).sum()
 }
@@ -75,7 +75,7 @@ fn trainer_role_consumes_batches_and_publishes_weights_in_order() {
     let tmp = tempfile::tempdir().unwrap();
     let run_dir = tmp.path().join("run");
     let cfg = config(&run_dir);
-    let policy = cfg.model.build(&Device::Cpu).unwrap();
+    let policy = cfg.model.build(&crate::dev()).unwrap();
     let good = sample(&policy, "<|im_start|>user\nhi<|im_end|>\n", "hello!", 1.0);
     let bad = sample(&policy, "<|im_start|>user\nhi<|im_end|>\n", "go away", -1.0);
     let before =
@@ -114,7 +114,7 @@ fn trainer_role_consumes_batches_and_publishes_weights_in_order() {
     // The published weights moved probability toward the positive advantage and away from the
     // negative one.
     let after =
-        temper_model::weights::load_model(&rl::weights_dir(&run_dir, 3), DType::F32, &Device::Cpu)
+        temper_model::weights::load_model(&rl::weights_dir(&run_dir, 3), DType::F32, &crate::dev())
             .unwrap();
     let (g, b) = (completion_logprob(&after, &good), completion_logprob(&after, &bad));
     assert!(g > before.0 && b < before.1, "good {} -> {g}, bad {} -> {b}", before.0, before.1);
@@ -129,7 +129,7 @@ fn a_malformed_batch_is_refused_naming_the_field() {
     let tmp = tempfile::tempdir().unwrap();
     let run_dir = tmp.path().join("run");
     let cfg = config(&run_dir);
-    let policy = cfg.model.build(&Device::Cpu).unwrap();
+    let policy = cfg.model.build(&crate::dev()).unwrap();
     let mut s = sample(&policy, "ab", "cd", 1.0);
     s.sampling_logprobs.pop();
     let batch = TrainBatch {

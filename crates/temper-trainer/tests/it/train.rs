@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use serde_json::json;
 use temper_model::{Architecture, ModelConfig, Tokenizer, Transformer};
 use temper_trainer::data::{Record, Sample, tokenize};
@@ -22,7 +22,7 @@ fn tiny_policy(arch: Architecture, seed: u64) -> Policy {
     let tokenizer = Tokenizer::bytes(&["<|im_start|>", "<|im_end|>"]);
     let mut cfg = ModelConfig::tiny(arch, tokenizer.vocab_size());
     cfg.max_position_embeddings = 256;
-    let model = Transformer::init_random(cfg, seed, &Device::Cpu).unwrap();
+    let model = Transformer::init_random(cfg, seed, &crate::dev()).unwrap();
     let template = temper_model::ChatTemplate::new(CHATML, "", "<|im_end|>", "chatml").unwrap();
     Policy { model, tokenizer, template: Some(template) }
 }
@@ -292,7 +292,7 @@ fn sharded_optimizer_state_trains_as_a_full_copy_and_resumes_across_layouts() {
 
 fn completion_logprob(model: &Transformer, s: &RlSequence) -> f64 {
     let logits = model.forward(&s.ids[..s.ids.len() - 1]).unwrap();
-    let ids = Tensor::from_vec(s.ids[1..].to_vec(), s.ids.len() - 1, &Device::Cpu).unwrap();
+    let ids = Tensor::from_vec(s.ids[1..].to_vec(), s.ids.len() - 1, &crate::dev()).unwrap();
     let lp = vals(&temper_model::ops::token_logprobs(&logits, &ids).unwrap());
     lp.iter().zip(&s.mask[1..]).filter(|(_, m)| **m).map(|(l, _)| l).sum()
 }
@@ -305,7 +305,7 @@ fn rl_steps_raise_positive_and_lower_negative_advantage_tokens() {
         let ids: Vec<u32> = prompt.iter().chain(completion).map(|&b| u32::from(b)).collect();
         let n = ids.len();
         let logits = policy.model.forward(&ids[..n - 1]).unwrap();
-        let t = Tensor::from_vec(ids[1..].to_vec(), n - 1, &Device::Cpu).unwrap();
+        let t = Tensor::from_vec(ids[1..].to_vec(), n - 1, &crate::dev()).unwrap();
         let mut mu = vec![0f32];
         mu.extend(
             vals(&temper_model::ops::token_logprobs(&logits, &t).unwrap())
@@ -497,7 +497,7 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
     for d in [a.path(), b.path()] {
         write_jsonl(&d.join("train.jsonl"), 20);
     }
-    let device = Device::Cpu;
+    let device = crate::dev();
     let build = |cfg: &SftConfig| cfg.model.build(&device).unwrap();
     // Uninterrupted: 8 steps.
     let ca = config(a.path(), 8);
