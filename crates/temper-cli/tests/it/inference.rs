@@ -108,7 +108,14 @@ fn serve_refuses_what_cannot_run_before_listening() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot open CUDA device 0"), "{err}");
+    if cfg!(feature = "cuda") {
+        assert!(err.contains("--device cuda:0: cannot open the device"), "{err}");
+    } else {
+        assert!(
+            err.starts_with("error: --device cuda:0: this temper was built without CUDA; build it with `cargo build --release --features cuda`"),
+            "{err}"
+        );
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_temper"))
         .args(["inference", "serve", "--device", "tpu", "--model"])
         .arg(smollm2())
