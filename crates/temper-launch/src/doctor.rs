@@ -8,7 +8,8 @@
 //!   the roles reach each other.
 //! - **MPI**: two ranks started by `mpirun` (or `srun --mpi`) sum their ranks with an all-reduce.
 //! - **GPUs**: through NVML's `nvidia-smi`: each GPU's memory in use, uncorrected ECC errors and
-//!   SM clock against its maximum; NCCL's library is found by the dynamic loader.
+//!   SM clock against its maximum; NCCL opens (`TEMPER_NCCL_LIB` or the loader) and says its
+//!   version, as the trainer opens it.
 //! - **cgroups**: the sandbox can make its groups (cgroup v2 with the memory, pids and cpu
 //!   controllers delegated, or v1 with a v2 `unified` hierarchy).
 //!
@@ -76,6 +77,9 @@ pub struct Inputs {
     pub nvidia_smi: String,
     /// The cgroup filesystem's root.
     pub cgroup_root: PathBuf,
+    /// The NCCL library the trainer would open (`TEMPER_NCCL_LIB`), or `None` for the dynamic
+    /// loader's search.
+    pub nccl_lib: Option<PathBuf>,
 }
 
 /// Bytes a run of `cfg` keeps on disk at most, estimated from its model: `keep_weights`
@@ -447,16 +451,17 @@ fn nccl(inputs: &Inputs) -> Check {
     if Command::new(&inputs.nvidia_smi).arg("-L").output().is_err() {
         return Check::skip(NAME, "no GPU");
     }
-    let out = Command::new("ldconfig").arg("-p").output();
-    let found = out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so"));
-    if found {
-        Check::pass(NAME, "libnccl.so is known to the dynamic loader")
-    } else {
-        Check::fail(
+    // Opened as the trainer's ranks on GPUs open it, and asked its version.
+    let lib = temper_trainer::nccl::Library::load_from(inputs.nccl_lib.as_deref());
+    match lib.and_then(|l| Ok((l.version()?, l.path().to_owned()))) {
+        Ok(((major, minor, patch), path)) => {
+            Check::pass(NAME, format!("NCCL {major}.{minor}.{patch} ({path})"))
+        }
+        Err(e) => Check::fail(
             NAME,
-            "libnccl.so is not known to the dynamic loader",
-            "install NCCL (libnccl2) or add its folder to LD_LIBRARY_PATH and run ldconfig",
-        )
+            e.to_string(),
+            "install NCCL (Debian: libnccl2; PyPI: nvidia-nccl-cu13) and set TEMPER_NCCL_LIB to its libnccl.so.2, or add its folder to LD_LIBRARY_PATH",
+        ),
     }
 }
 
@@ -538,6 +543,7 @@ mod tests {
             mpi: None,
             nvidia_smi: dir.join("no-nvidia-smi").to_string_lossy().into_owned(),
             cgroup_root: dir.join("cgroup"),
+            nccl_lib: None,
         }
     }
 
@@ -616,16 +622,24 @@ mod tests {
         failed(&gpus(&Inputs { nvidia_smi: busy, ..ok.clone() }), "in use before the run");
         let broken = script(tmp.path(), "broken", "echo 'NVIDIA-SMI has failed' >&2; exit 9");
         failed(&gpus(&Inputs { nvidia_smi: broken, ..ok.clone() }), "NVIDIA-SMI has failed");
-        // With a GPU, NCCL must be known to the loader (this machine has none).
-        let has_nccl = Command::new("ldconfig")
-            .arg("-p")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnccl.so"));
-        let c = nccl(&Inputs { nvidia_smi: healthy, ..ok });
-        if has_nccl {
+        // With a GPU, NCCL must open and say its version: a file that is not NCCL fails, and
+        // PyPI's NCCL (scripts/fetch-assets; TEMPER_TEST_NCCL_LIB) passes.
+        let not_nccl = tmp.path().join("libnccl.so.2");
+        std::fs::write(&not_nccl, b"not a library").unwrap();
+        let with = |lib: &Path| Inputs {
+            nvidia_smi: healthy.clone(),
+            nccl_lib: Some(lib.to_owned()),
+            ..ok.clone()
+        };
+        let c = nccl(&with(&not_nccl));
+        failed(&c, "cannot load NCCL");
+        assert!(c.fix.contains("TEMPER_NCCL_LIB"), "{c:?}");
+        // A folder holding something else named libnccl.so.2 is tried as that file.
+        failed(&nccl(&with(tmp.path())), &not_nccl.display().to_string());
+        if let Some(lib) = std::env::var_os("TEMPER_TEST_NCCL_LIB") {
+            let c = nccl(&with(Path::new(&lib)));
             assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
-        } else {
-            failed(&c, "libnccl.so");
+            assert!(c.detail.starts_with("NCCL 2."), "{c:?}");
         }
     }
 

@@ -49,6 +49,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
         mpi,
         nvidia_smi: "nvidia-smi".into(),
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+        nccl_lib: std::env::var_os(temper_trainer::nccl::LIB_VAR)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
     };
     let checks = doctor::run(&inputs);
     print!("{}", doctor::table(&checks));
