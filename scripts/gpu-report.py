@@ -75,6 +75,10 @@ for dt in ("bf16", "f32"):
             row[f"temper_{k}"] = ours.get(k)
             row[f"transformers_{k}"] = theirs.get(k)
             row[f"ratio_{k}"] = ours[k] / theirs[k] if theirs.get(k) else None
+        # Drawing on the GPU copies back an id and a logprob (8 bytes) per token, nothing else.
+        row["readback_bytes_per_token"] = rb = ours.get("readback_bytes_per_token")
+        if rb is not None and rb > 8:
+            failures.append(f"inference {dt} batch {batch}: {rb:.0f} bytes copied to the host per token (8 expected)")
         rows.append(row)
     inference[dt] = {"rows": rows, "torch": (b.get("transformers") or {}).get("torch")}
 
@@ -122,13 +126,13 @@ for dt, c in logprobs.items():
               f"{num(t.get('max_abs_diff'), '.2e')} | {num(t.get('kl'), '.2e')} |")
 for dt, inf in inference.items():
     md += ["", f"## Inference, {dt} (transformers {inf['torch'] or '–'})", "",
-           "| batch | prefill tok/s | transformers | ratio | decode tok/s | transformers | ratio |",
-           "|---:|---:|---:|---:|---:|---:|---:|"]
+           "| batch | prefill tok/s | transformers | ratio | decode tok/s | transformers | ratio | bytes to host / token |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in inf["rows"]:
         md.append(f"| {r['batch']} | {num(r['temper_prefill_tokens_per_s'], '.0f')} | "
                   f"{num(r['transformers_prefill_tokens_per_s'], '.0f')} | {num(r['ratio_prefill_tokens_per_s'], '.2f')} | "
                   f"{num(r['temper_decode_tokens_per_s'], '.0f')} | {num(r['transformers_decode_tokens_per_s'], '.0f')} | "
-                  f"{num(r['ratio_decode_tokens_per_s'], '.2f')} |")
+                  f"{num(r['ratio_decode_tokens_per_s'], '.2f')} | {num(r['readback_bytes_per_token'], '.0f')} |")
 md += ["", "## RL on cuda:0 (inference bf16, trainer f32)", "",
        "mismatch KL per step: " + (", ".join(f"{k['step']}: {k['mismatch_kl']:.2e}" for k in kls) or "none")]
 md += ["", "## Training", "", "| model | temper tok/s | PyTorch tok/s | rounds (ratio) |", "|---|---:|---:|---|"]

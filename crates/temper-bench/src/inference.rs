@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -66,6 +67,7 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         EngineConfig {
             max_running: max_batch,
             max_step_tokens: max_batch * args.prompt_len,
+            sample_on: args.sample_on.parse().map_err(anyhow::Error::msg)?,
             ..Default::default()
         },
         0,
@@ -73,14 +75,24 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     let mut ours = serde_json::Map::new();
     for &b in &args.batches {
         let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+        let stats = engine.stats();
+        let bytes_before = stats.readback_bytes.load(Ordering::Relaxed);
+        let tokens_before = stats.generated_tokens.load(Ordering::Relaxed);
         for _ in 0..args.repeats {
             let (pf, dc) = measure(&engine, &prompts[..b], args.new_tokens).await?;
             prefill.push(pf);
             decode.push(dc);
         }
         let (pf, dc) = (median(&prefill), median(&decode));
-        eprintln!("temper batch {b}: prefill {pf:.0} tokens/s, decode {dc:.1} tokens/s");
-        ours.insert(b.to_string(), json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc}));
+        let readback = (stats.readback_bytes.load(Ordering::Relaxed) - bytes_before) as f64
+            / (stats.generated_tokens.load(Ordering::Relaxed) - tokens_before).max(1) as f64;
+        eprintln!(
+            "temper batch {b}: prefill {pf:.0} tokens/s, decode {dc:.1} tokens/s, {readback:.0} bytes read back per token"
+        );
+        ours.insert(
+            b.to_string(),
+            json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc, "readback_bytes_per_token": readback}),
+        );
     }
     drop(engine);
 
@@ -134,6 +146,7 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     let report = json!({
         "model": args.model.display().to_string(),
         "dtype": args.dtype,
+        "sample_on": args.sample_on,
         "device": torch_device,
         "threads": threads,
         "prompt_len": args.prompt_len,

@@ -133,6 +133,11 @@ pub struct InferenceBenchArgs {
     /// Precision of both sides' weights and activations: f32, bf16 or f16.
     #[arg(long, default_value = "f32", value_parser = ["f32", "bf16", "f16"])]
     pub dtype: String,
+    /// Where temper draws tokens: `auto` (the host for a CPU model, the device otherwise),
+    /// `host` (each row of logits copied over) or `device` (only ids and logprobs copied). The
+    /// report gives the bytes copied back per generated token.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "host", "device"])]
+    pub sample_on: String,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/bench/inference.json")]
     pub output: PathBuf,

@@ -16,12 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 
 use candle_core::{DType, Tensor};
-use rand::{RngCore, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use temper_model::{KvCache, Logits, ModelConfig, StreamDecoder, Tokenizer, Transformer};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use crate::sampling::{SamplingOptions, draw};
+use crate::sampling::{
+    DEVICE_DRAW_BYTES, DevicePick, Draw, SamplingOptions, device_drawable, draw, draw_on_device,
+};
 
 /// Limits of the scheduler.
 #[derive(Debug, Clone)]
@@ -42,6 +44,35 @@ pub struct EngineConfig {
     /// `max_running ×` the model's context length (what `max_running` full-length sequences
     /// hold); a lower value bounds cache memory to what the device can hold.
     pub max_kv_tokens: usize,
+    /// Where tokens are drawn from the logits (see [`SampleOn`]).
+    pub sample_on: SampleOn,
+}
+
+/// Where the engine draws tokens from the logits of a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SampleOn {
+    /// On the host for a model on the CPU (the logits are already there), on the device
+    /// otherwise.
+    #[default]
+    Auto,
+    /// Every row of logits is copied to the host and drawn from there.
+    Host,
+    /// Where the logits are: greedy and plain temperature draws copy back only their ids and
+    /// logprobs; requests with top-k, top-p, min-p or `top_logprobs` still copy their row.
+    Device,
+}
+
+impl std::str::FromStr for SampleOn {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "host" => Ok(Self::Host),
+            "device" => Ok(Self::Device),
+            _ => Err(format!("expected auto, host or device, got {s:?}")),
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -53,6 +84,7 @@ impl Default for EngineConfig {
             seed: 0,
             threads: 0,
             max_kv_tokens: 0,
+            sample_on: SampleOn::Auto,
         }
     }
 }
@@ -143,6 +175,9 @@ pub struct Stats {
     pub version: AtomicU64,
     /// Whether scheduling is paused.
     pub paused: AtomicBool,
+    /// Bytes copied from the model's device to the host to draw tokens: a whole row of logits
+    /// per draw made on the host, an id and a logprob per draw made on the device.
+    pub readback_bytes: AtomicU64,
 }
 
 enum Control {
@@ -489,95 +524,155 @@ impl Worker {
             let mut caches: Vec<&mut KvCache> =
                 self.running.iter_mut().map(|s| &mut s.cache).collect();
             caches.extend(new_caches.iter_mut());
-            self.model.step(&chunks, &mut caches, Logits::Last).and_then(|rows| rows_to_vecs(&rows))
+            self.model.step(&chunks, &mut caches, Logits::Last).and_then(|rows| {
+                if rows.is_empty() {
+                    return Ok(None);
+                }
+                Ok(Some(Tensor::stack(&rows, 0)?))
+            })
         };
         self.stats.steps.fetch_add(1, Ordering::Relaxed);
         let fed: usize = pending.iter().map(Vec::len).sum::<usize>()
             + admitted.iter().map(|w| w.req.prompt.len()).sum::<usize>();
         let decoded = pending.iter().filter(|p| p.len() == 1).count();
         self.stats.prompt_tokens.fetch_add((fed - decoded) as u64, Ordering::Relaxed);
-        let rows = match result {
-            Ok(rows) => rows,
-            Err(e) => {
-                let msg = format!("model step failed: {e}");
+
+        // Every sequence with the row of logits it draws from: the running ones, then the `n`
+        // sequences of each admitted request (which share their prompt's row).
+        let mut seqs: Vec<(usize, Seq)> =
+            std::mem::take(&mut self.running).into_iter().enumerate().collect();
+        let first_new = seqs.len();
+        for (i, (w, cache)) in admitted.into_iter().zip(new_caches).enumerate() {
+            seqs.extend(self.spawn(w, cache).into_iter().map(|s| (first_new + i, s)));
+        }
+        let draws = match result {
+            Ok(Some(logits)) => self.draw_all(&logits, &mut seqs),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(format!("model step failed: {e}")),
+        };
+        let draws = match draws {
+            Ok(d) => d,
+            Err(msg) => {
                 tracing::error!("{msg}");
-                for seq in self.running.drain(..) {
+                for (_, seq) in seqs {
                     let _ = seq.out.send(Event::Finished {
                         index: seq.index,
                         reason: Finish::Error(msg.clone()),
                         text: String::new(),
                     });
                 }
-                for w in admitted {
-                    for index in 0..w.req.n {
-                        let _ = w.out.send(Event::Finished {
-                            index,
-                            reason: Finish::Error(msg.clone()),
-                            text: String::new(),
-                        });
-                    }
-                }
                 return;
             }
         };
-        let mut rows = rows.into_iter();
-        let mut running = std::mem::take(&mut self.running);
-        let mut keep = Vec::with_capacity(running.len());
-        for mut seq in running.drain(..) {
-            let row = rows.next().unwrap_or_default();
-            if self.advance(&mut seq, &row) {
+        let mut keep = Vec::with_capacity(seqs.len());
+        for ((_, mut seq), d) in seqs.into_iter().zip(draws) {
+            if self.advance(&mut seq, d) {
                 keep.push(seq);
-            }
-        }
-        for (w, cache) in admitted.into_iter().zip(new_caches) {
-            let row = rows.next().unwrap_or_default();
-            let options = Arc::new(w.req.options);
-            let stop_ids = Arc::new(stop_ids(&options, self.model.config()));
-            let ctx = self.model.config().max_position_embeddings;
-            let reserved = kv_reservation(w.req.prompt.len(), options.max_tokens, ctx);
-            let siblings = Arc::new(AtomicUsize::new(w.req.n));
-            let mut first = Some(cache);
-            for index in 0..w.req.n {
-                let cache = if index + 1 == w.req.n {
-                    first.take()
-                } else {
-                    first.as_ref().and_then(|c| c.fork().ok())
-                };
-                let Some(cache) = cache else {
-                    let _ = w.out.send(Event::Finished {
-                        index,
-                        reason: Finish::Error("could not copy the prompt's cache".into()),
-                        text: String::new(),
-                    });
-                    continue;
-                };
-                let mut seq = Seq {
-                    index,
-                    tokens: w.req.prompt.clone(),
-                    prompt_len: w.req.prompt.len(),
-                    pending: Vec::new(),
-                    cache,
-                    rng: ChaCha8Rng::seed_from_u64(w.seed.wrapping_add(index as u64)),
-                    options: options.clone(),
-                    stop_ids: stop_ids.clone(),
-                    reserved,
-                    out: w.out.clone(),
-                    decoder: StreamDecoder::new(),
-                    text: String::new(),
-                    sent: 0,
-                    siblings: siblings.clone(),
-                };
-                if self.advance(&mut seq, &row) {
-                    keep.push(seq);
-                }
             }
         }
         self.running = keep;
     }
 
-    /// Draws the next token of `seq` from `logits`; returns whether it goes on.
-    fn advance(&self, seq: &mut Seq, logits: &[f32]) -> bool {
-        let d = draw(logits, &seq.options, &mut seq.rng);
+    /// The `n` sequences of an admitted request, sharing its prefilled cache (forked `n - 1`
+    /// times); a sequence whose copy failed is finished with an error instead.
+    fn spawn(&self, w: Waiting, cache: KvCache) -> Vec<Seq> {
+        let options = Arc::new(w.req.options);
+        let stop_ids = Arc::new(stop_ids(&options, self.model.config()));
+        let ctx = self.model.config().max_position_embeddings;
+        let reserved = kv_reservation(w.req.prompt.len(), options.max_tokens, ctx);
+        let siblings = Arc::new(AtomicUsize::new(w.req.n));
+        let mut first = Some(cache);
+        let mut out = Vec::with_capacity(w.req.n);
+        for index in 0..w.req.n {
+            let cache = if index + 1 == w.req.n {
+                first.take()
+            } else {
+                first.as_ref().and_then(|c| c.fork().ok())
+            };
+            let Some(cache) = cache else {
+                let _ = w.out.send(Event::Finished {
+                    index,
+                    reason: Finish::Error("could not copy the prompt's cache".into()),
+                    text: String::new(),
+                });
+                continue;
+            };
+            out.push(Seq {
+                index,
+                tokens: w.req.prompt.clone(),
+                prompt_len: w.req.prompt.len(),
+                pending: Vec::new(),
+                cache,
+                rng: ChaCha8Rng::seed_from_u64(w.seed.wrapping_add(index as u64)),
+                options: options.clone(),
+                stop_ids: stop_ids.clone(),
+                reserved,
+                out: w.out.clone(),
+                decoder: StreamDecoder::new(),
+                text: String::new(),
+                sent: 0,
+                siblings: siblings.clone(),
+            });
+        }
+        out
+    }
+
+    /// The next token of every sequence, from its row of `logits` (`[rows, vocab]`, where the
+    /// model computed them). On the device ([`SampleOn`]) a batch of plain draws returns only
+    /// ids and logprobs; rows that need the host (filters, alternatives, or every row when
+    /// sampling on the host) are copied over once each. What crosses is counted in
+    /// [`Stats::readback_bytes`].
+    fn draw_all(&self, logits: &Tensor, seqs: &mut [(usize, Seq)]) -> Result<Vec<Draw>, String> {
+        let on_device = match self.cfg.sample_on {
+            SampleOn::Host => false,
+            SampleOn::Device => true,
+            SampleOn::Auto => !logits.device().is_cpu(),
+        };
+        let vocab = logits.dim(1).map_err(|e| e.to_string())?;
+        let host = |s: &Seq| !on_device || !device_drawable(&s.options);
+        // The rows the host needs, each copied once.
+        let mut host_rows: Vec<usize> =
+            seqs.iter().filter(|(_, s)| host(s)).map(|(r, _)| *r).collect();
+        host_rows.dedup();
+        let host_logits: Vec<Vec<f32>> = if host_rows.is_empty() {
+            Vec::new()
+        } else {
+            let idx: Vec<u32> = host_rows.iter().map(|&r| r as u32).collect();
+            let copy = || {
+                let idx = Tensor::new(idx.as_slice(), logits.device())?;
+                logits.index_select(&idx, 0)?.to_dtype(DType::F32)?.to_vec2::<f32>()
+            };
+            copy().map_err(|e| format!("copying logits to the host failed: {e}"))?
+        };
+        let mut draws: Vec<Option<Draw>> = Vec::with_capacity(seqs.len());
+        let mut picks = Vec::new();
+        let mut picked = Vec::new();
+        for (i, (row, seq)) in seqs.iter_mut().enumerate() {
+            if host(seq) {
+                // `host_rows` is in the order of `seqs`, whose rows never decrease.
+                let at = host_rows.binary_search(row).unwrap_or_default();
+                draws.push(Some(draw(&host_logits[at], &seq.options, &mut seq.rng)));
+            } else {
+                let temperature = seq.options.temperature;
+                let u = if temperature == 0.0 { 0.0 } else { seq.rng.random::<f64>() };
+                picks.push(DevicePick { row: *row, temperature, u });
+                picked.push(i);
+                draws.push(None);
+            }
+        }
+        let on = draw_on_device(logits, &picks)
+            .map_err(|e| format!("drawing tokens on the model's device failed: {e}"))?;
+        for (i, d) in picked.into_iter().zip(on) {
+            draws[i] = Some(d);
+        }
+        let bytes =
+            host_rows.len() as u64 * vocab as u64 * 4 + picks.len() as u64 * DEVICE_DRAW_BYTES;
+        self.stats.readback_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(draws.into_iter().map(|d| d.expect("every sequence was drawn")).collect())
+    }
+
+    /// Takes `d` as the next token of `seq`; returns whether it goes on.
+    fn advance(&self, seq: &mut Seq, d: Draw) -> bool {
         seq.tokens.push(d.id);
         seq.pending.clear();
         seq.pending.push(d.id);
@@ -655,13 +750,6 @@ fn freeze(model: Transformer) -> Transformer {
     }
     // Re-assembling weights that were assembled once cannot fail.
     model.frozen().expect("freezing a model that was assembled once")
-}
-
-fn rows_to_vecs(rows: &[Tensor]) -> Result<Vec<Vec<f32>>, temper_model::ModelError> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(Tensor::stack(rows, 0)?.to_dtype(DType::F32)?.to_vec2::<f32>()?)
 }
 
 /// Where the first stop string starts in `text`, looking only at matches that end after

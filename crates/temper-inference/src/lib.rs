@@ -13,7 +13,7 @@ pub mod sampling;
 pub mod server;
 pub mod toolcall;
 
-pub use engine::{Engine, EngineConfig, Event, Finish, Request, SubmitError};
+pub use engine::{Engine, EngineConfig, Event, Finish, Request, SampleOn, SubmitError};
 pub use local::LocalServer;
 pub use sampling::SamplingOptions;
 pub use server::{ACCESS_LOG, ServerState, router};

@@ -984,6 +984,11 @@ async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {
     m.counter("generated_tokens", "Tokens generated.", load(&s.generated_tokens));
     m.counter("requests", "Requests finished.", load(&s.requests));
     m.counter("steps", "Engine steps run.", load(&s.steps));
+    m.counter(
+        "sampling_readback_bytes",
+        "Bytes copied from the model's device to the host to draw tokens.",
+        load(&s.readback_bytes),
+    );
     m.gauge(
         "generation_tokens_per_second",
         "Tokens generated per second over the last 10 s.",

@@ -106,6 +106,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
             seed: args.seed,
             threads: 0,
             max_kv_tokens: args.max_kv_tokens,
+            sample_on: temper_inference::SampleOn::Auto,
         },
         0,
     );

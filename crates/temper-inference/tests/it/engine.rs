@@ -311,3 +311,45 @@ async fn weight_updates_mid_decode_never_mix_within_a_token() {
     assert_eq!(after.ids, greedy_reference(&b, &prompt, 30));
     assert_ne!(after.ids, greedy_reference(&a, &prompt, 30));
 }
+
+#[tokio::test]
+async fn drawing_on_the_device_matches_the_host_and_copies_back_only_the_draws() {
+    use std::sync::atomic::Ordering;
+    use temper_inference::{Engine, SampleOn};
+    let start = |sample_on| {
+        let cfg = EngineConfig { sample_on, ..Default::default() };
+        Engine::start(sharp(3), bytes_tokenizer(), cfg, 0)
+    };
+    let (host, device) = (start(SampleOn::Host), start(SampleOn::Device));
+    let prompt = vec![7u32, 70, 170];
+    let requests = [
+        SamplingOptions { seed: Some(5), ..opts(1.0, 24) },
+        SamplingOptions { seed: Some(6), ..opts(0.6, 24) },
+        opts(0.0, 24),
+        // Filters and alternatives are drawn on the host on either engine.
+        SamplingOptions { seed: Some(7), top_k: 4, ..opts(1.2, 24) },
+        SamplingOptions { seed: Some(8), top_logprobs: 2, ..opts(1.0, 24) },
+    ];
+    for options in requests {
+        let req = || Request { prompt: prompt.clone(), options: options.clone(), n: 3 };
+        let (a, b) = (run(&host, req()).await, run(&device, req()).await);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.ids, y.ids, "{options:?}");
+            let worst =
+                x.logprobs.iter().zip(&y.logprobs).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max);
+            assert!(worst <= 1e-5, "{options:?}: logprobs differ by {worst}");
+        }
+        if options.temperature > 0.0 && options.top_k == 0 {
+            assert_ne!(a[0].ids, a[1].ids, "the n samples are drawn independently");
+        }
+    }
+    // What crosses to the host for one plain request of 24 tokens: 24 rows of 257 f32 logits
+    // when drawn on the host, an id and a logprob per token when drawn on the device.
+    let bytes = |e: &Engine| e.stats().readback_bytes.load(Ordering::Relaxed);
+    let (h0, d0) = (bytes(&host), bytes(&device));
+    let plain = || Request { prompt: prompt.clone(), options: opts(1.0, 24), n: 1 };
+    run(&host, plain()).await;
+    run(&device, plain()).await;
+    assert_eq!(bytes(&host) - h0, 24 * 257 * 4);
+    assert_eq!(bytes(&device) - d0, 24 * 8);
+}
