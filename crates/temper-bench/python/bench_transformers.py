@@ -2,9 +2,13 @@
 folder written by temper), the same prompts (token ids), the same greedy work, timed the same way.
 
 Reads a JSON spec on stdin: {"model_dir", "batches": [B...], "prompt_len", "new_tokens",
-"repeats", "prompts": [[ids]...], "device" ("cpu", "cuda:N"; default cpu), "dtype" ("float32",
-"bfloat16", "float16"; default float32)} and prints JSON results on stdout. Needs torch and
-transformers.
+"repeats", "prompts": [[ids]...], "groups": [n...], "group_tokens", "device" ("cpu", "cuda:N";
+default cpu), "dtype" ("float32", "bfloat16", "float16"; default float32)} and prints JSON results
+on stdout. Needs torch and transformers.
+
+The group workload is what RL sends: n samples of the first prompt, `group_tokens` new tokens
+each, plain sampling at temperature 1 (no top-k or top-p), through `generate` with
+`num_return_sequences=n`; timed from the call to its return.
 """
 import json
 import statistics
@@ -57,4 +61,21 @@ with torch.inference_mode():
             "decode_tokens_per_s": statistics.median(decode),
         }
         print(f"transformers batch {b}: done", file=sys.stderr, flush=True)
+    results["groups"] = {}
+    t = spec.get("group_tokens", 256)
+    for n in spec.get("groups", []):
+        rates = []
+        for _ in range(spec["repeats"]):
+            sync()
+            t0 = time.perf_counter()
+            out = model.generate(first, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                 num_return_sequences=n, max_new_tokens=t, min_new_tokens=t,
+                                 pad_token_id=0)
+            sync()
+            made = out.shape[0] * (out.shape[1] - first.shape[1])
+            if made != n * t:
+                sys.exit(f"generate made {made} tokens, expected {n * t}")
+            rates.append(made / (time.perf_counter() - t0))
+        results["groups"][str(n)] = {"tokens_per_s": statistics.median(rates)}
+        print(f"transformers group of {n}: done", file=sys.stderr, flush=True)
 print(json.dumps(results))

@@ -22,6 +22,10 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "nothing to measure"
     );
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
+    let groups: Vec<usize> = args.groups.iter().copied().filter(|&g| g > 0).collect();
+    if let Some(&g) = groups.iter().find(|&&g| g > 128) {
+        bail!("--groups: a group of {g} samples is more than a request may ask (128)");
+    }
     let (device, torch_device) = crate::bench_device(&args.device)?;
     let (dtype, torch_dtype) = crate::bench_dtype(&args.dtype)?;
     let path = args.model.clone();
@@ -65,7 +69,7 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         model,
         p.tokenizer,
         EngineConfig {
-            max_running: max_batch,
+            max_running: groups.iter().copied().fold(max_batch, usize::max),
             max_step_tokens: max_batch * args.prompt_len,
             sample_on: args.sample_on.parse().map_err(anyhow::Error::msg)?,
             ..Default::default()
@@ -93,6 +97,16 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             b.to_string(),
             json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc, "readback_bytes_per_token": readback}),
         );
+    }
+    let mut our_groups = serde_json::Map::new();
+    for &g in &groups {
+        let mut rates = Vec::new();
+        for _ in 0..args.repeats {
+            rates.push(measure_group(&engine, &prompts[0], g, args.group_tokens).await?);
+        }
+        let rate = median(&rates);
+        eprintln!("temper group of {g}: {rate:.1} tokens/s");
+        our_groups.insert(g.to_string(), json!({"tokens_per_s": rate}));
     }
     drop(engine);
 
@@ -137,6 +151,23 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             o["decode_tokens_per_s"].as_f64().unwrap_or(f64::NAN)
         );
     }
+    if !groups.is_empty() {
+        println!(
+            "\n| group (one prompt, n samples of {} tokens) | temper tok/s | transformers generate | ratio |",
+            args.group_tokens
+        );
+        println!("|---:|---:|---:|---:|");
+        for &g in &groups {
+            let mine = our_groups[&g.to_string()]["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+            let theirs =
+                theirs.as_ref().and_then(|t| t["groups"][g.to_string()]["tokens_per_s"].as_f64());
+            let (t, r) = match theirs {
+                Some(x) => (format!("{x:.1}"), format!("{:.2}×", mine / x)),
+                None => ("–".into(), "–".into()),
+            };
+            println!("| n = {g} | {mine:.1} | {t} | {r} |");
+        }
+    }
     if let Some(c) = &check {
         println!(
             "\nlast-position log-probabilities, temper vs transformers on the same weights: max |difference| {:.2e}, KL(transformers ‖ temper) {:.2e}",
@@ -154,7 +185,9 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "repeats": args.repeats,
         "statistic": "median",
         "temper": ours,
-        "transformers": theirs.as_ref().map(|t| json!({"batches": t["batches"], "torch": t["torch"], "threads": t["threads"]})),
+        "group_tokens": args.group_tokens,
+        "temper_groups": our_groups,
+        "transformers": theirs.as_ref().map(|t| json!({"batches": t["batches"], "groups": t["groups"], "torch": t["torch"], "threads": t["threads"]})),
         "check": {
             "what": "log-probabilities over the vocabulary at the first prompt's last position",
             "prompt": prompts[0],
@@ -254,6 +287,37 @@ async fn measure(
     ))
 }
 
+/// Tokens per second of one request for `n` samples of `prompt`, `new_tokens` each (prefill
+/// included: the wall time from submitting to the last sample's end).
+async fn measure_group(
+    engine: &Engine,
+    prompt: &[u32],
+    n: usize,
+    new_tokens: usize,
+) -> anyhow::Result<f64> {
+    let options = SamplingOptions {
+        temperature: 1.0,
+        max_tokens: new_tokens,
+        ignore_eos: true,
+        seed: Some(0),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let mut rx = engine.submit(Request { prompt: prompt.to_vec(), options, n })?;
+    let (mut tokens, mut open) = (0, n);
+    while open > 0 {
+        match rx.recv().await.context("the engine stopped")? {
+            Event::Token { .. } => tokens += 1,
+            Event::Finished { .. } => open -= 1,
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    if tokens != n * new_tokens {
+        bail!("a group of {n} produced {tokens} tokens, expected {}", n * new_tokens);
+    }
+    Ok(tokens as f64 / elapsed)
+}
+
 fn run_transformers(
     python: &Path,
     model_dir: &Path,
@@ -264,6 +328,8 @@ fn run_transformers(
     let spec = json!({
         "model_dir": model_dir, "batches": args.batches, "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens, "repeats": args.repeats, "prompts": prompts,
+        "groups": args.groups.iter().filter(|&&g| g > 0).collect::<Vec<_>>(),
+        "group_tokens": args.group_tokens,
         "device": device, "dtype": dtype,
     });
     eprintln!("running transformers with {}", python.display());

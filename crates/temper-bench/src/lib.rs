@@ -127,6 +127,14 @@ pub struct InferenceBenchArgs {
     /// Repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// The group workload, what RL sends: `n` samples of one prompt (temperature 1, no
+    /// filters), for each `n` listed; transformers runs `generate(num_return_sequences=n)`.
+    /// 0 skips it.
+    #[arg(long, value_delimiter = ',', default_value = "8,16")]
+    pub groups: Vec<usize>,
+    /// Tokens generated per sample of the group workload.
+    #[arg(long, default_value_t = 256)]
+    pub group_tokens: usize,
     /// Where both sides compute: `cpu`, `cuda` or `cuda:N` (temper needs a `cuda` build).
     #[arg(long, default_value = "cpu")]
     pub device: String,
