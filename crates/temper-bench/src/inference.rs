@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -18,7 +19,7 @@ use crate::report::median;
 /// Runs the benchmark.
 pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.new_tokens >= 2 && args.prompt_len >= 1 && args.repeats >= 1,
+        args.new_tokens >= 2 && args.prompt_len >= 1 && args.rounds >= 1,
         "nothing to measure"
     );
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
@@ -76,103 +77,184 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         },
         0,
     );
-    let mut ours = serde_json::Map::new();
-    for &b in &args.batches {
-        let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+    // llama.cpp gets the same numbers temper runs, at full precision.
+    let gguf_dir = tempfile::tempdir()?;
+    let gguf = match &args.llama_cpp {
+        Some(_) => Some(llama_cpp_weights(&args, device.is_cpu(), dtype, gguf_dir.path())?),
+        None => None,
+    };
+    let mut rounds = Vec::new();
+    for round in 0..args.rounds {
+        eprintln!("round {} of {}", round + 1, args.rounds);
         let stats = engine.stats();
         let bytes_before = stats.readback_bytes.load(Ordering::Relaxed);
         let tokens_before = stats.generated_tokens.load(Ordering::Relaxed);
-        for _ in 0..args.repeats {
+        let mut ours = serde_json::Map::new();
+        for &b in &args.batches {
             let (pf, dc) = measure(&engine, &prompts[..b], args.new_tokens).await?;
-            prefill.push(pf);
-            decode.push(dc);
+            eprintln!("temper batch {b}: prefill {pf:.0} tokens/s, decode {dc:.1} tokens/s");
+            ours.insert(
+                b.to_string(),
+                json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc}),
+            );
         }
-        let (pf, dc) = (median(&prefill), median(&decode));
+        let mut our_groups = serde_json::Map::new();
+        for &g in &groups {
+            let rate = measure_group(&engine, &prompts[0], g, args.group_tokens).await?;
+            eprintln!("temper group of {g}: {rate:.1} tokens/s");
+            our_groups.insert(g.to_string(), json!({"tokens_per_s": rate}));
+        }
         let readback = (stats.readback_bytes.load(Ordering::Relaxed) - bytes_before) as f64
             / (stats.generated_tokens.load(Ordering::Relaxed) - tokens_before).max(1) as f64;
-        eprintln!(
-            "temper batch {b}: prefill {pf:.0} tokens/s, decode {dc:.1} tokens/s, {readback:.0} bytes read back per token"
-        );
-        ours.insert(
-            b.to_string(),
-            json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc, "readback_bytes_per_token": readback}),
-        );
-    }
-    let mut our_groups = serde_json::Map::new();
-    for &g in &groups {
-        let mut rates = Vec::new();
-        for _ in 0..args.repeats {
-            rates.push(measure_group(&engine, &prompts[0], g, args.group_tokens).await?);
-        }
-        let rate = median(&rates);
-        eprintln!("temper group of {g}: {rate:.1} tokens/s");
-        our_groups.insert(g.to_string(), json!({"tokens_per_s": rate}));
+        let spec = json!({
+            "batches": args.batches, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+            "repeats": 1, "prompts": prompts, "groups": groups, "group_tokens": args.group_tokens,
+        });
+        let transformers = match &args.python {
+            Some(python) => {
+                let mut spec = spec.clone();
+                spec["model_dir"] = json!(export.path());
+                spec["device"] = json!(torch_device);
+                spec["dtype"] = json!(torch_dtype);
+                eprintln!("running transformers with {}", python.display());
+                Some(crate::python::run_json(python, crate::python::TRANSFORMERS, &spec)?)
+            }
+            None => None,
+        };
+        let llama = match (&args.llama_cpp, &gguf) {
+            (Some(python), Some((_, path))) => {
+                let mut spec = spec.clone();
+                spec["gguf"] = json!(path);
+                spec["threads"] = json!(threads);
+                spec["kv_type"] = json!(args.dtype);
+                eprintln!("running llama.cpp with {}", python.display());
+                Some(crate::python::run_json(python, crate::python::LLAMA_CPP, &spec)?)
+            }
+            _ => None,
+        };
+        rounds.push(Round {
+            temper: json!({"batches": ours, "groups": our_groups, "readback_bytes_per_token": readback}),
+            transformers,
+            llama,
+        });
     }
     drop(engine);
 
-    let theirs = match &args.python {
-        Some(python) => Some(run_transformers(
-            python,
-            export.path(),
-            &prompts,
-            &args,
-            (&torch_device, torch_dtype),
-        )?),
-        None => None,
+    // Medians over the rounds, per side, workload and quantity.
+    let side = |name: &str, path: [&str; 3]| -> Option<f64> {
+        let xs: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| r.side(name).and_then(|v| v[path[0]][path[1]][path[2]].as_f64()))
+            .collect();
+        (!xs.is_empty()).then(|| median(&xs))
     };
-    // The same function on both sides: log-probabilities at the first prompt's last position.
+    let mut medians = serde_json::Map::new();
+    for name in SIDES {
+        let mut batches = serde_json::Map::new();
+        for &b in &args.batches {
+            let key = b.to_string();
+            let pf = side(name, ["batches", &key, "prefill_tokens_per_s"]);
+            let dc = side(name, ["batches", &key, "decode_tokens_per_s"]);
+            if pf.is_some() || dc.is_some() {
+                batches.insert(key, json!({"prefill_tokens_per_s": pf, "decode_tokens_per_s": dc}));
+            }
+        }
+        let mut gs = serde_json::Map::new();
+        for &g in &groups {
+            let key = g.to_string();
+            if let Some(rate) = side(name, ["groups", &key, "tokens_per_s"]) {
+                gs.insert(key, json!({"tokens_per_s": rate}));
+            }
+        }
+        medians.insert(name.into(), json!({"batches": batches, "groups": gs}));
+    }
+    let readback = median(
+        &rounds
+            .iter()
+            .filter_map(|r| r.temper["readback_bytes_per_token"].as_f64())
+            .collect::<Vec<_>>(),
+    );
+    let cell = |name: &str, key: &str, quantity: &str| -> Option<f64> {
+        medians[name]["batches"][key][quantity].as_f64()
+    };
+    let fmt = |x: Option<f64>, digits: usize| x.map_or("–".into(), |x| format!("{x:.digits$}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}×", a / b),
+        _ => "–".into(),
+    };
+
+    // The same function on each side: log-probabilities at the first prompt's last position.
     let ours_lp = log_softmax(&ours_check.iter().map(|&x| f64::from(x)).collect::<Vec<_>>());
-    let theirs_lp = theirs.as_ref().and_then(|t| t["check_logits"].as_array()).map(|l| {
-        log_softmax(&l.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect::<Vec<_>>())
-    });
+    let first_logprobs = |name: &str| {
+        rounds.first().and_then(|r| r.side(name)).and_then(|t| t["check_logits"].as_array()).map(
+            |l| log_softmax(&l.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect::<Vec<_>>()),
+        )
+    };
+    let theirs_lp = first_logprobs("transformers");
+    let llama_lp = first_logprobs("llama_cpp");
     let check = theirs_lp.as_ref().map(|t| compare(t, &ours_lp));
+    let llama_check = llama_lp.as_ref().map(|t| compare(t, &ours_lp));
     println!();
     println!(
-        "| batch | temper prefill tok/s | transformers | ratio | temper decode tok/s | transformers | ratio |"
+        "| batch | temper prefill tok/s | transformers | ratio | llama.cpp | ratio | temper decode tok/s | transformers | ratio | llama.cpp | ratio |"
     );
-    println!(
-        "|------:|---------------------:|-------------:|------:|--------------------:|-------------:|------:|"
-    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &b in &args.batches {
-        let o = &ours[&b.to_string()];
-        let t = theirs.as_ref().map(|t| &t["batches"][b.to_string()]);
-        let cell = |key: &str| -> (String, String) {
-            let mine = o[key].as_f64().unwrap_or(f64::NAN);
-            match t.and_then(|t| t[key].as_f64()) {
-                Some(x) => (format!("{x:.1}"), format!("{:.2}×", mine / x)),
-                None => ("–".into(), "–".into()),
-            }
+        let k = b.to_string();
+        let row = |q: &str, digits: usize| {
+            let mine = cell("temper", &k, q);
+            let (t, l) = (cell("transformers", &k, q), cell("llama_cpp", &k, q));
+            format!(
+                "{} | {} | {} | {} | {}",
+                fmt(mine, digits),
+                fmt(t, digits),
+                ratio(mine, t),
+                fmt(l, digits),
+                ratio(mine, l)
+            )
         };
-        let (pt, pr) = cell("prefill_tokens_per_s");
-        let (dt, dr) = cell("decode_tokens_per_s");
         println!(
-            "| {b} | {:.1} | {pt} | {pr} | {:.1} | {dt} | {dr} |",
-            o["prefill_tokens_per_s"].as_f64().unwrap_or(f64::NAN),
-            o["decode_tokens_per_s"].as_f64().unwrap_or(f64::NAN)
+            "| {b} | {} | {} |",
+            row("prefill_tokens_per_s", 0),
+            row("decode_tokens_per_s", 1)
         );
     }
     if !groups.is_empty() {
         println!(
-            "\n| group (one prompt, n samples of {} tokens) | temper tok/s | transformers generate | ratio |",
+            "\n| group (one prompt, n samples of {} tokens) | temper tok/s | transformers generate | ratio | llama.cpp | ratio |",
             args.group_tokens
         );
-        println!("|---:|---:|---:|---:|");
+        println!("|---:|---:|---:|---:|---:|---:|");
         for &g in &groups {
-            let mine = our_groups[&g.to_string()]["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-            let theirs =
-                theirs.as_ref().and_then(|t| t["groups"][g.to_string()]["tokens_per_s"].as_f64());
-            let (t, r) = match theirs {
-                Some(x) => (format!("{x:.1}"), format!("{:.2}×", mine / x)),
-                None => ("–".into(), "–".into()),
-            };
-            println!("| n = {g} | {mine:.1} | {t} | {r} |");
+            let get = |name: &str| medians[name]["groups"][g.to_string()]["tokens_per_s"].as_f64();
+            let (mine, t, l) = (get("temper"), get("transformers"), get("llama_cpp"));
+            println!(
+                "| n = {g} | {} | {} | {} | {} | {} |",
+                fmt(mine, 1),
+                fmt(t, 1),
+                ratio(mine, t),
+                fmt(l, 1),
+                ratio(mine, l)
+            );
         }
     }
-    if let Some(c) = &check {
-        println!(
-            "\nlast-position log-probabilities, temper vs transformers on the same weights: max |difference| {:.2e}, KL(transformers ‖ temper) {:.2e}",
-            c.max_abs_diff, c.kl
-        );
+    println!(
+        "\n{} rounds, medians; temper read back {readback:.0} bytes per generated token",
+        args.rounds
+    );
+    for (name, c) in [("transformers", &check), ("llama.cpp", &llama_check)] {
+        if let Some(c) = c {
+            println!(
+                "last-position log-probabilities, temper vs {name} on the same weights: max |difference| {:.2e}, KL({name} ‖ temper) {:.2e}",
+                c.max_abs_diff, c.kl
+            );
+        }
+    }
+    let mut ours = serde_json::Map::new();
+    for (b, v) in medians["temper"]["batches"].as_object().into_iter().flatten() {
+        let mut v = v.clone();
+        v["readback_bytes_per_token"] = json!(readback);
+        ours.insert(b.clone(), v);
     }
     let report = json!({
         "model": args.model.display().to_string(),
@@ -182,12 +264,25 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
         "threads": threads,
         "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens,
-        "repeats": args.repeats,
-        "statistic": "median",
+        "rounds": args.rounds,
+        "statistic": "median over rounds",
         "temper": ours,
         "group_tokens": args.group_tokens,
-        "temper_groups": our_groups,
-        "transformers": theirs.as_ref().map(|t| json!({"batches": t["batches"], "groups": t["groups"], "torch": t["torch"], "threads": t["threads"]})),
+        "temper_groups": medians["temper"]["groups"],
+        "transformers": rounds.first().and_then(|r| r.transformers.as_ref()).map(|t| json!({
+            "batches": medians["transformers"]["batches"], "groups": medians["transformers"]["groups"],
+            "torch": t["torch"], "threads": t["threads"],
+        })),
+        "llama_cpp": rounds.first().and_then(|r| r.llama.as_ref()).map(|t| json!({
+            "batches": medians["llama_cpp"]["batches"], "groups": medians["llama_cpp"]["groups"],
+            "llama_cpp_python": t["version"], "threads": t["threads"],
+            "gguf_type": gguf.as_ref().map(|(t, _)| t.clone()), "kv_cache": args.dtype,
+        })),
+        "per_round": rounds.iter().map(|r| json!({
+            "temper": r.temper,
+            "transformers": r.transformers.as_ref().map(|t| json!({"batches": t["batches"], "groups": t["groups"]})),
+            "llama_cpp": r.llama.as_ref().map(|t| json!({"batches": t["batches"], "groups": t["groups"]})),
+        })).collect::<Vec<_>>(),
         "check": {
             "what": "log-probabilities over the vocabulary at the first prompt's last position",
             "prompt": prompts[0],
@@ -195,6 +290,8 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             "transformers_logprobs": theirs_lp,
             "max_abs_diff": check.as_ref().map(|c| c.max_abs_diff),
             "kl_transformers_temper": check.as_ref().map(|c| c.kl),
+            "llama_cpp_max_abs_diff": llama_check.as_ref().map(|c| c.max_abs_diff),
+            "kl_llama_cpp_temper": llama_check.as_ref().map(|c| c.kl),
         },
     });
     crate::report::write(&args.output, &report)?;
@@ -318,22 +415,54 @@ async fn measure_group(
     Ok(tokens as f64 / elapsed)
 }
 
-fn run_transformers(
-    python: &Path,
-    model_dir: &Path,
-    prompts: &[Vec<u32>],
+/// One round's results: temper's, and each reference's JSON as its script printed it.
+struct Round {
+    temper: Value,
+    transformers: Option<Value>,
+    llama: Option<Value>,
+}
+
+/// The sides, by the names the report gives them.
+const SIDES: [&str; 3] = ["temper", "transformers", "llama_cpp"];
+
+impl Round {
+    fn side(&self, name: &str) -> Option<&Value> {
+        match name {
+            "temper" => Some(&self.temper),
+            "transformers" => self.transformers.as_ref(),
+            _ => self.llama.as_ref(),
+        }
+    }
+}
+
+/// Writes the model's weights as a GGUF for llama.cpp (see [`crate::llama_cpp`]): its type name
+/// and path, inside `dir`.
+fn llama_cpp_weights(
     args: &InferenceBenchArgs,
-    (device, dtype): (&str, &str),
-) -> anyhow::Result<Value> {
-    let spec = json!({
-        "model_dir": model_dir, "batches": args.batches, "prompt_len": args.prompt_len,
-        "new_tokens": args.new_tokens, "repeats": args.repeats, "prompts": prompts,
-        "groups": args.groups.iter().filter(|&&g| g > 0).collect::<Vec<_>>(),
-        "group_tokens": args.group_tokens,
-        "device": device, "dtype": dtype,
-    });
-    eprintln!("running transformers with {}", python.display());
-    crate::python::run_json(python, crate::python::TRANSFORMERS, &spec)
+    on_cpu: bool,
+    dtype: DType,
+    dir: &Path,
+) -> anyhow::Result<(String, std::path::PathBuf)> {
+    if !on_cpu {
+        bail!(
+            "--llama-cpp measures llama.cpp on the CPU; leave it out with --device {}",
+            args.device
+        );
+    }
+    if args.model.extension().is_none_or(|e| !e.eq_ignore_ascii_case("gguf")) {
+        bail!(
+            "--llama-cpp needs a .gguf --model (its metadata and tensor names are what llama.cpp reads), not {}",
+            args.model.display()
+        );
+    }
+    let (name, ggml) = match dtype {
+        DType::F32 => ("F32", GgmlDType::F32),
+        DType::F16 => ("F16", GgmlDType::F16),
+        other => bail!("--llama-cpp runs f32 or f16 weights, not {other:?} (--dtype)"),
+    };
+    let path = dir.join(format!("model-{name}.gguf"));
+    crate::llama_cpp::write_gguf(&args.model, &path, ggml)?;
+    Ok((name.to_string(), path))
 }
 
 #[cfg(test)]

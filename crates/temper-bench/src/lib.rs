@@ -17,6 +17,7 @@
 
 pub mod hub;
 pub mod inference;
+pub mod llama_cpp;
 pub mod publish;
 pub mod python;
 pub mod report;
@@ -115,6 +116,12 @@ pub struct InferenceBenchArgs {
     /// Python with torch and transformers, for the reference side (omit to measure temper only).
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// Python with llama-cpp-python (which builds llama.cpp from source), to measure llama.cpp
+    /// on the same weights: temper writes them as an F32 (or, with `--dtype f16`, F16) GGUF from
+    /// the tensors it runs. Needs a .gguf `--model` and the CPU. `scripts/bench-inference`
+    /// passes the pinned environment's Python here too.
+    #[arg(long, value_name = "PYTHON")]
+    pub llama_cpp: Option<PathBuf>,
     /// Batch sizes measured.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
     pub batches: Vec<usize>,
@@ -124,9 +131,11 @@ pub struct InferenceBenchArgs {
     /// Tokens generated per sequence.
     #[arg(long, default_value_t = 64)]
     pub new_tokens: usize,
-    /// Repetitions per measurement (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    pub repeats: usize,
+    /// Rounds: each measures every side once in turn (temper, then transformers, then
+    /// llama.cpp, each reference in a process of its own), so that a busy spell of a shared
+    /// machine slows all sides rather than one; medians over the rounds are reported.
+    #[arg(long, alias = "repeats", default_value_t = 3)]
+    pub rounds: usize,
     /// The group workload, what RL sends: `n` samples of one prompt (temperature 1, no
     /// filters), for each `n` listed; transformers runs `generate(num_return_sequences=n)`.
     /// 0 skips it.
