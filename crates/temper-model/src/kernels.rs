@@ -157,6 +157,145 @@ pub fn matmul_wt(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// The f32 elements behind a CPU tensor's storage, or `None` for any other.
+fn cpu_f32(storage: &candle_core::Storage) -> Option<&[f32]> {
+    match storage {
+        candle_core::Storage::Cpu(CpuStorage::F32(x)) => Some(x),
+        _ => None,
+    }
+}
+
+/// One sequence's keys or values as the decode kernel reads them: head `h`, position `j`,
+/// element `d` at `data[offset + h * head_stride + j * row_stride + d]`.
+struct Rows<'a> {
+    data: &'a [f32],
+    offset: usize,
+    head_stride: usize,
+    row_stride: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// Reads the layout of a `[kv_heads, len, head_dim]` view whose last dimension is contiguous.
+    fn of(data: &'a [f32], l: &Layout, head_dim: usize) -> Option<Self> {
+        let (stride, dims) = (l.stride(), l.dims());
+        if dims.len() != 3 || dims[2] != head_dim || (head_dim > 1 && stride[2] != 1) {
+            return None;
+        }
+        // The largest element touched must lie inside the storage.
+        let last = l.start_offset()
+            + (dims[0].max(1) - 1) * stride[0]
+            + (dims[1].max(1) - 1) * stride[1]
+            + head_dim;
+        (last <= data.len()).then_some(Self {
+            data,
+            offset: l.start_offset(),
+            head_stride: stride[0],
+            row_stride: stride[1],
+        })
+    }
+
+    fn row(&self, h: usize, j: usize, head_dim: usize) -> &'a [f32] {
+        let at = self.offset + h * self.head_stride + j * self.row_stride;
+        &self.data[at..at + head_dim]
+    }
+}
+
+/// Attention of one new query per sequence (a decode step) over each sequence's keys and values,
+/// every sequence and key/value head in one parallel pass: what [`crate::ops::causal_attention`]
+/// computes for each sequence with `n = 1`, without a dozen tensor ops per sequence per layer.
+///
+/// `q` is `[b, heads, head_dim]`; `kv[i]` are sequence `i`'s keys and values so far (`[kv_heads,
+/// len_i, head_dim]`, typically views into its cache's buffers), its newest position last. Query
+/// heads share key/value heads in consecutive groups. Returns `[b, heads * head_dim]`, or `None`
+/// when the tensors are not f32 on the CPU with a contiguous last dimension (the caller then
+/// composes the attention from tensor ops). Inference only: it has no backward.
+pub fn decode_attention(q: &Tensor, kv: &[(Tensor, Tensor)]) -> Result<Option<Tensor>> {
+    let (b, heads, head_dim) = q.dims3()?;
+    if b != kv.len() || b == 0 || !q.device().is_cpu() || q.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    let kv_heads = kv[0].0.dim(0)?;
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        candle_core::bail!("attention: {heads} heads over {kv_heads} kv heads");
+    }
+    let group = heads / kv_heads;
+    let q = q.contiguous()?;
+    let (q_storage, q_layout) = q.storage_and_layout();
+    let Some(qs) = cpu_f32(&q_storage) else { return Ok(None) };
+    let Some((q_start, q_end)) = q_layout.contiguous_offsets() else { return Ok(None) };
+    let qs = &qs[q_start..q_end];
+    // Read locks on every sequence's buffers for the whole pass (appends take write locks, and
+    // come before this call).
+    let guards: Vec<_> =
+        kv.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect();
+    let mut seqs = Vec::with_capacity(b);
+    for (((ks, kl), (vs, vl)), (k, _)) in guards.iter().zip(kv) {
+        let (kv_h, len, _) = k.dims3()?;
+        if kv_h != kv_heads || vl.dims() != kl.dims() || len == 0 {
+            candle_core::bail!("decode attention: keys {:?} and values {:?}", kl.dims(), vl.dims());
+        }
+        let (Some(kd), Some(vd)) = (cpu_f32(ks), cpu_f32(vs)) else { return Ok(None) };
+        let (Some(kr), Some(vr)) = (Rows::of(kd, kl, head_dim), Rows::of(vd, vl, head_dim)) else {
+            return Ok(None);
+        };
+        seqs.push((kr, vr, len));
+    }
+    let scale = 1.0 / (head_dim as f32).sqrt();
+    let mut out = vec![0f32; b * heads * head_dim];
+    // One task per (sequence, key/value head): its `group` query heads read each key once.
+    out.par_chunks_mut(group * head_dim).enumerate().for_each(|(task, dst)| {
+        let (i, h) = (task / kv_heads, task % kv_heads);
+        let (k, v, len) = &seqs[i];
+        let first = (i * heads + h * group) * head_dim;
+        attend(&qs[first..first + group * head_dim], k, v, h, *len, head_dim, scale, dst);
+    });
+    drop(guards);
+    Ok(Some(Tensor::from_vec(out, (b, heads * head_dim), q.device())?))
+}
+
+/// `dst` (`[group, head_dim]`) = softmax(`q` · Kᵀ · `scale`) · V for the `group` queries of
+/// `q` over head `h` of `k` and `v` (`len` positions).
+#[allow(clippy::too_many_arguments, reason = "one inner loop's operands")]
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn attend(
+    q: &[f32],
+    k: &Rows<'_>,
+    v: &Rows<'_>,
+    h: usize,
+    len: usize,
+    head_dim: usize,
+    scale: f32,
+    dst: &mut [f32],
+) {
+    let group = q.len() / head_dim;
+    let mut scores = vec![0f32; group * len];
+    for j in 0..len {
+        let key = k.row(h, j, head_dim);
+        for g in 0..group {
+            scores[g * len + j] = dot1(key, &q[g * head_dim..(g + 1) * head_dim]) * scale;
+        }
+    }
+    for g in 0..group {
+        let row = &mut scores[g * len..(g + 1) * len];
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for s in row.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        // Probabilities normalised before the weighted sum, as the composed softmax · V rounds.
+        let inv = 1.0 / sum;
+        let out = &mut dst[g * head_dim..(g + 1) * head_dim];
+        out.fill(0.0);
+        for (j, &p) in row.iter().enumerate() {
+            let p = p * inv;
+            for (o, &x) in out.iter_mut().zip(v.row(h, j, head_dim)) {
+                *o = p.mul_add(x, *o);
+            }
+        }
+    }
+}
+
 /// Log-softmax over the last dimension of a `[n, v]` f32 tensor in one pass per row (vocabulary-
 /// sized rows: the composed version allocates four `[n, v]` tensors forward and as many backward).
 /// Backward: `dx = g − exp(y) · Σ g` per row, itself one fused pass.
@@ -237,5 +376,56 @@ pub fn log_softmax_rows(x: &Tensor) -> Result<Option<Tensor>> {
         Ok(Some(x.contiguous()?.apply_op1(LogSoftmax)?))
     } else {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn filled(shape: (usize, usize, usize), seed: usize) -> Tensor {
+        let n = shape.0 * shape.1 * shape.2;
+        let v: Vec<f32> =
+            (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.5) - 1.0).collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    /// The batched kernel gives what the composed attention gives for each sequence, on views
+    /// into larger buffers (as the cache hands them out) of different lengths, with grouped heads.
+    #[test]
+    fn decode_attention_matches_the_composed_attention_per_sequence() {
+        let (heads, kv_heads, d) = (6, 2, 20);
+        let lens = [1usize, 5, 37, 16];
+        let q = (filled((lens.len(), heads, d), 1) * 3.0).unwrap();
+        let kv: Vec<(Tensor, Tensor)> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                // Buffers of capacity 40, narrowed to the positions held.
+                let k = filled((kv_heads, 40, d), 10 + i).narrow(1, 0, len).unwrap();
+                let v = filled((kv_heads, 40, d), 20 + i).narrow(1, 0, len).unwrap();
+                (k, v)
+            })
+            .collect();
+        let got = decode_attention(&q, &kv).unwrap().expect("f32 on the CPU");
+        assert_eq!(got.dims(), [lens.len(), heads * d]);
+        for (i, (k, v)) in kv.iter().enumerate() {
+            let want = crate::ops::causal_attention(&q.narrow(0, i, 1).unwrap(), k, v).unwrap();
+            let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let row = got.get(i).unwrap().to_vec1::<f32>().unwrap();
+            let worst = row.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(worst < 1e-5, "sequence {i} (len {}): off by {worst}", lens[i]);
+        }
+        // Not applicable: the caller composes it.
+        let q64 = q.to_dtype(DType::F64).unwrap();
+        let kv64: Vec<_> = kv
+            .iter()
+            .map(|(k, v)| (k.to_dtype(DType::F64).unwrap(), v.to_dtype(DType::F64).unwrap()))
+            .collect();
+        assert!(decode_attention(&q64, &kv64).unwrap().is_none());
+        // Heads that do not divide: an error, not a wrong answer.
+        let bad = [(filled((4, 3, d), 5), filled((4, 3, d), 6))];
+        assert!(decode_attention(&filled((1, 6, d), 7), &bad).is_err());
     }
 }

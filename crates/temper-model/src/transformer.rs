@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use candle_core::{DType, Device, Tensor, Var};
 
 use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
-use crate::{Gating, KvCache, ModelConfig, ModelError, init};
+use crate::{Gating, KvCache, ModelConfig, ModelError, init, kernels};
 
 /// Independent sequences prepared for a packed forward ([`Transformer::pack`]).
 #[derive(Debug)]
@@ -591,16 +591,28 @@ impl Transformer {
         // [n, kv_heads, d] -> [kv_heads, n, d] once for the batch; each sequence takes a view.
         let k = k.transpose(0, 1)?.contiguous()?;
         let v = v.transpose(0, 1)?.contiguous()?;
-        let mut outs = Vec::with_capacity(spans.len());
+        let cached = caches.is_some();
+        let mut kvs = Vec::with_capacity(spans.len());
         for (i, &(offset, len)) in spans.iter().enumerate() {
-            let qi = q.narrow(0, offset, len)?;
             let ki = k.narrow(1, offset, len)?;
             let vi = v.narrow(1, offset, len)?;
-            let (ka, va) = match caches.as_deref_mut() {
+            kvs.push(match caches.as_deref_mut() {
                 Some(caches) => caches[i].append(l, &ki, &vi)?,
                 None => (ki, vi),
-            };
-            outs.push(causal_attention(&qi, &ka, &va)?);
+            });
+        }
+        // A decode step (one new token per sequence, caches holding the rest): every sequence
+        // and head in one kernel pass where it applies (f32 on the CPU). Only with caches: the
+        // kernel has no backward, and cached inference never differentiates.
+        if cached
+            && spans.iter().all(|&(_, len)| len == 1)
+            && let Some(out) = kernels::decode_attention(q, &kvs)?
+        {
+            return Ok(out);
+        }
+        let mut outs = Vec::with_capacity(spans.len());
+        for (&(offset, len), (ka, va)) in spans.iter().zip(&kvs) {
+            outs.push(causal_attention(&q.narrow(0, offset, len)?, ka, va)?);
         }
         if outs.len() == 1 { Ok(outs.remove(0)) } else { Tensor::cat(&outs, 0) }
     }
