@@ -21,6 +21,7 @@ pub mod device;
 pub mod gguf;
 pub mod kernels;
 pub mod ops;
+pub mod prepacked;
 pub mod tokenizer;
 pub mod train;
 pub mod weights;

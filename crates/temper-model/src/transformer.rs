@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use candle_core::{DType, Device, Tensor, Var};
 
 use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
+use crate::prepacked::{self, PackedWeight, matmul_packed};
 use crate::{Gating, KvCache, ModelConfig, ModelError, init, kernels};
 
 /// Independent sequences prepared for a packed forward ([`Transformer::pack`]).
@@ -55,6 +56,44 @@ pub(crate) struct Layer {
     pub(crate) k_norm: Option<Tensor>,
     pub(crate) post_norm: Tensor,
     pub(crate) mlp: Mlp,
+    /// The matrices packed for inference ([`prepacked`]): frozen f32 models on the CPU.
+    pub(crate) packed: Option<Box<LayerPacked>>,
+}
+
+/// A layer's matrices packed for [`matmul_packed`]: query, key and value as one (they read the
+/// same input), the output projection, and a dense MLP's gate and up as one and its down.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerPacked {
+    qkv: PackedWeight,
+    o: PackedWeight,
+    mlp: Option<(PackedWeight, PackedWeight)>,
+}
+
+impl LayerPacked {
+    fn of(layer: &Layer) -> candle_core::Result<Option<Self>> {
+        let (Some(qkv), Some(o)) = (
+            PackedWeight::pack(&[&layer.q, &layer.k, &layer.v])?,
+            PackedWeight::pack(&[&layer.o])?,
+        ) else {
+            return Ok(None);
+        };
+        let mlp = match &layer.mlp {
+            Mlp::Dense(f) => {
+                match (PackedWeight::pack(&[&f.gate, &f.up])?, PackedWeight::pack(&[&f.down])?) {
+                    (Some(gu), Some(d)) => Some((gu, d)),
+                    _ => None,
+                }
+            }
+            Mlp::Moe(_) => None,
+        };
+        Ok(Some(Self { qkv, o, mlp }))
+    }
+}
+
+/// Whether `rows` input rows go to the packed kernel: more than the small-row kernel takes and
+/// few enough that the input stays in cache (candle's gemm pays back its packing past that).
+fn packed_rows(rows: usize) -> bool {
+    rows <= prepacked::MAX_ROWS
 }
 
 /// A gated MLP: `down(silu(gate(x)) * up(x))`.
@@ -157,6 +196,8 @@ pub struct Transformer {
     pub(crate) layers: Vec<Layer>,
     pub(crate) norm: Tensor,
     pub(crate) lm_head: Tensor,
+    /// The output projection packed for inference (see [`Layer::packed`]).
+    pub(crate) packed_head: Option<PackedWeight>,
     pub(crate) rope: Rope,
     pub(crate) trainable: bool,
 }
@@ -280,6 +321,12 @@ impl Transformer {
         self.trainable
     }
 
+    /// Whether matrix products of up to [`prepacked::MAX_ROWS`] rows read weights packed for
+    /// inference ([`prepacked`]): frozen f32 models on the CPU.
+    pub fn uses_packed_weights(&self) -> bool {
+        self.packed_head.is_some()
+    }
+
     /// The same weights with gradient tracking off, except that the weights named in
     /// `overrides` are replaced by the given tensors (same shapes), which may carry a gradient
     /// graph: how adapters such as LoRA (`W + s·B·A`) train while the base stays frozen.
@@ -372,10 +419,20 @@ impl Transformer {
                         _ => Mlp::Dense(ffn("mlp")?),
                     }
                 },
+                packed: None,
             });
+        }
+        // Inference on f32 CPU weights packs them once (not with adapters, whose weights are
+        // recomputed for each forward).
+        let pack = !trainable && overrides.is_empty();
+        if pack {
+            for layer in &mut layers {
+                layer.packed = LayerPacked::of(layer)?.map(Box::new);
+            }
         }
         let embed = get("model.embed_tokens.weight")?;
         let lm_head = if cfg.tie_word_embeddings { embed.clone() } else { get("lm_head.weight")? };
+        let packed_head = if pack { PackedWeight::pack(&[&lm_head])? } else { None };
         let rope = Rope::new(
             cfg.rotary_dim(),
             cfg.rope_theta,
@@ -388,6 +445,7 @@ impl Transformer {
             norm: get("model.norm.weight")?,
             embed,
             lm_head,
+            packed_head,
             layers,
             rope,
             params,
@@ -528,13 +586,21 @@ impl Transformer {
             Logits::Last => {
                 let last: Vec<u32> = spans.iter().map(|&(o, len)| (o + len - 1) as u32).collect();
                 let rows = Tensor::from_vec(last, spans.len(), &self.device)?;
-                let logits = linear(&x.index_select(&rows, 0)?, &self.lm_head, None)?;
+                let logits = self.project_out(&x.index_select(&rows, 0)?)?;
                 (0..spans.len()).map(|i| Ok(logits.get(i)?)).collect()
             }
             Logits::All => {
-                let logits = linear(&x, &self.lm_head, None)?;
+                let logits = self.project_out(&x)?;
                 spans.iter().map(|&(o, len)| Ok(logits.narrow(0, o, len)?)).collect()
             }
+        }
+    }
+
+    /// The output projection (logits) of normed hidden states.
+    fn project_out(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match &self.packed_head {
+            Some(p) if packed_rows(x.dim(0)?) => matmul_packed(x, p),
+            _ => linear(x, &self.lm_head, None),
         }
     }
 
@@ -553,10 +619,31 @@ impl Transformer {
         let n = x.dim(0)?;
         let (heads, kv_heads, hd) =
             (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+        let packed = layer.packed.as_deref().filter(|_| packed_rows(n));
         let h = rms_norm(x, &layer.input_norm, cfg.rms_norm_eps)?;
-        let mut q = linear(&h, &layer.q, layer.q_bias.as_ref())?.reshape((n, heads, hd))?;
-        let mut k = linear(&h, &layer.k, layer.k_bias.as_ref())?.reshape((n, kv_heads, hd))?;
-        let v = linear(&h, &layer.v, layer.v_bias.as_ref())?.reshape((n, kv_heads, hd))?;
+        let (q, k, v) = match packed {
+            Some(p) => {
+                let qkv = matmul_packed(&h, &p.qkv)?;
+                let part = |at: usize, width: usize, bias: Option<&Tensor>| match bias {
+                    Some(b) => qkv.narrow(1, at, width)?.broadcast_add(b),
+                    None => qkv.narrow(1, at, width),
+                };
+                let (qw, kvw) = (heads * hd, kv_heads * hd);
+                (
+                    part(0, qw, layer.q_bias.as_ref())?,
+                    part(qw, kvw, layer.k_bias.as_ref())?,
+                    part(qw + kvw, kvw, layer.v_bias.as_ref())?,
+                )
+            }
+            None => (
+                linear(&h, &layer.q, layer.q_bias.as_ref())?,
+                linear(&h, &layer.k, layer.k_bias.as_ref())?,
+                linear(&h, &layer.v, layer.v_bias.as_ref())?,
+            ),
+        };
+        let mut q = q.reshape((n, heads, hd))?;
+        let mut k = k.reshape((n, kv_heads, hd))?;
+        let v = v.reshape((n, kv_heads, hd))?;
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             q = rms_norm(&q, qn, cfg.rms_norm_eps)?;
             k = rms_norm(&k, kn, cfg.rms_norm_eps)?;
@@ -569,11 +656,21 @@ impl Transformer {
         } else {
             self.attention_per_sequence(l, &q, &k, &v, spans, caches)?
         };
-        let x = (x + linear(&attn, &layer.o, None)?)?;
+        let o = match packed {
+            Some(p) => matmul_packed(&attn, &p.o)?,
+            None => linear(&attn, &layer.o, None)?,
+        };
+        let x = (x + o)?;
         let h = rms_norm(&x, &layer.post_norm, cfg.rms_norm_eps)?;
-        let mlp = match &layer.mlp {
-            Mlp::Dense(ffn) => ffn.forward(&h)?,
-            Mlp::Moe(moe) => moe.forward(&h)?,
+        let mlp = match (&layer.mlp, packed.and_then(|p| p.mlp.as_ref())) {
+            (Mlp::Dense(ffn), Some((gate_up, down))) => {
+                let gu = matmul_packed(&h, gate_up)?;
+                let width = ffn.gate.dim(0)?;
+                let a = (ops::silu(&gu.narrow(1, 0, width)?)? * gu.narrow(1, width, width)?)?;
+                matmul_packed(&a, down)?
+            }
+            (Mlp::Dense(ffn), None) => ffn.forward(&h)?,
+            (Mlp::Moe(moe), _) => moe.forward(&h)?,
         };
         x + mlp
     }

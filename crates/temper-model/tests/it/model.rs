@@ -144,6 +144,40 @@ fn cached_decode_equals_full_forward() {
     }
 }
 
+/// A frozen f32 model computes with weights packed for inference: its prefill (40 rows), ragged
+/// decode steps (9 and 1 rows: every tile shape) and a step past the packed kernel's rows give
+/// the trainable model's logits.
+#[test]
+fn packed_weights_give_the_logits_of_the_trainable_model() {
+    for cfg in configs() {
+        let arch = cfg.architecture;
+        let trainable = Transformer::init_random(cfg.clone(), 6, &crate::dev()).unwrap();
+        let frozen = Transformer::init_random(cfg, 6, &crate::dev()).unwrap().frozen().unwrap();
+        assert!(frozen.uses_packed_weights() && !trainable.uses_packed_weights());
+        let seqs: Vec<Vec<u32>> = (0..9).map(|i| tokens(42 + i, i as u32, 50)).collect();
+        let run = |model: &Transformer| {
+            let mut caches: Vec<KvCache> = seqs.iter().map(|_| model.new_cache()).collect();
+            let mut out = Vec::new();
+            for (s, c) in seqs.iter().zip(&mut caches) {
+                out.extend(model.step(&[&s[..40]], &mut [c], Logits::All).unwrap());
+            }
+            let steps: Vec<&[u32]> = seqs.iter().map(|s| &s[40..41]).collect();
+            let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+            out.extend(model.step(&steps, &mut refs, Logits::Last).unwrap());
+            out.extend(model.step(&[&seqs[8][41..42]], &mut refs[8..], Logits::Last).unwrap());
+            let long = tokens(300, 9, 50);
+            out.extend(model.step(&[&long], &mut [&mut model.new_cache()], Logits::All).unwrap());
+            out
+        };
+        let (a, b) = (run(&trainable), run(&frozen));
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let d = max_abs_diff(x, y);
+            assert!(d < 1e-5, "{arch:?}: output {i} differs by {d}");
+        }
+    }
+}
+
 #[test]
 fn ragged_batch_matches_each_sequence_alone() {
     let model = Transformer::init_random(configs().remove(1), 4, &crate::dev()).unwrap();
