@@ -63,6 +63,9 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
     } else {
         Transformer::from_tensors(p.model.config().clone(), p.model.tensors(), dtype, &device)?
     };
+    // The engine's model: frozen (f32 CPU weights packed for inference), so the check below
+    // covers the kernels the engine runs.
+    let model = model.frozen()?;
     let ours_check: Vec<f32> =
         model.forward(&prompts[0])?.get(args.prompt_len - 1)?.to_dtype(DType::F32)?.to_vec1()?;
 
