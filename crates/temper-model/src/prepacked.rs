@@ -153,12 +153,39 @@ fn block_times_panel(
     out: usize,
     y: &mut [f32],
 ) {
-    let mut put = |i: usize, acc: &[[f32; NR]]| {
+    tiles(rows, start, end, panel, |i, acc| {
         for (r, a) in acc.iter().enumerate() {
             let at = (i + r) * out + col;
             y[at..at + width].copy_from_slice(&a[..width]);
         }
-    };
+    });
+}
+
+/// `dst[(p * NR + j) * m + i] = Σ_kk x[i][kk] · panels[p][kk][j]`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn panels_times_rows(x: &[f32], m: usize, k: usize, panels: &[f32], dst: &mut [f32]) {
+    let rows: Vec<&[f32]> = x.chunks_exact(k).collect();
+    for (panel, out) in panels.chunks_exact(k * NR).zip(dst.chunks_exact_mut(NR * m)) {
+        tiles(&rows, 0, m, panel, |i, acc| {
+            for (r, a) in acc.iter().enumerate() {
+                for (j, &v) in a.iter().enumerate() {
+                    out[j * m + i + r] = v;
+                }
+            }
+        });
+    }
+}
+
+/// Rows `start..end` times one panel in tiles of 6 rows (then 4, 2 and 1 for the rest), each
+/// tile's `[rows, NR]` results handed to `put` with its first row.
+#[inline(always)]
+fn tiles(
+    rows: &[&[f32]],
+    start: usize,
+    end: usize,
+    panel: &[f32],
+    mut put: impl FnMut(usize, &[[f32; NR]]),
+) {
     let mut i = start;
     while i + MR <= end {
         put(i, &tile6(panel, std::array::from_fn(|r| rows[i + r])));
@@ -174,37 +201,6 @@ fn block_times_panel(
     }
     if i < end {
         put(i, &tile1(panel, [rows[i]]));
-    }
-}
-
-/// `dst[(p * NR + j) * m + i] = Σ_kk x[i][kk] · panels[p][kk][j]`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn panels_times_rows(x: &[f32], m: usize, k: usize, panels: &[f32], dst: &mut [f32]) {
-    let rows: Vec<&[f32]> = x.chunks_exact(k).collect();
-    for (panel, out) in panels.chunks_exact(k * NR).zip(dst.chunks_exact_mut(NR * m)) {
-        let mut i = 0;
-        let mut put = |i: usize, acc: &[[f32; NR]]| {
-            for (r, a) in acc.iter().enumerate() {
-                for (j, &v) in a.iter().enumerate() {
-                    out[j * m + i + r] = v;
-                }
-            }
-        };
-        while i + MR <= m {
-            put(i, &tile6(panel, std::array::from_fn(|r| rows[i + r])));
-            i += MR;
-        }
-        if i + 4 <= m {
-            put(i, &tile4(panel, std::array::from_fn(|r| rows[i + r])));
-            i += 4;
-        }
-        if i + 2 <= m {
-            put(i, &tile2(panel, std::array::from_fn(|r| rows[i + r])));
-            i += 2;
-        }
-        if i < m {
-            put(i, &tile1(panel, [rows[i]]));
-        }
     }
 }
 
