@@ -1,5 +1,6 @@
 //! A matrix product for a few rows against a large weight (`x W^T` with `x` of 1–16 rows: a
-//! decode step), where candle's general gemm runs far below memory bandwidth.
+//! decode step of a model that is not packed for inference, see [`crate::prepacked`]), where
+//! candle's general gemm runs far below memory bandwidth.
 //!
 //! Each weight row is read once and dotted with every input row while it is in cache; rows of the
 //! weight are split across threads. The loops are written so the compiler vectorises them, and
