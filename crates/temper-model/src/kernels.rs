@@ -7,6 +7,10 @@
 //! compiled for AVX-512, AVX2+FMA and plain x86-64, chosen at run time (`multiversion`). It is a
 //! candle custom op with its backward written out (`dx = g W`, `dW = g^T x`), checked against
 //! finite differences like every other op.
+//!
+//! Two inference-only kernels without a backward sit beside it: [`cached_attention`] (an engine
+//! step's attention over every sequence's cache, prompts and decode steps in one pass) and
+//! [`silu_mul_halves`] (the MLP's `silu(gate) · up` over the packed gate/up product).
 
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use multiversion::multiversion;
@@ -98,6 +102,15 @@ fn rows_times_weight(x: &[f32], m: usize, k: usize, w: &[f32], dst: &mut [f32]) 
 
 const L: usize = 16;
 
+/// The sum of the lanes, pairwise (halves, then quarters, …), which compiles to a few vector
+/// shuffles and adds where a left-to-right sum is fifteen dependent scalar adds.
+#[inline(always)]
+fn hsum(a: [f32; L]) -> f32 {
+    let b: [f32; 8] = std::array::from_fn(|i| a[i] + a[i + 8]);
+    let c: [f32; 4] = std::array::from_fn(|i| b[i] + b[i + 4]);
+    (c[0] + c[2]) + (c[1] + c[3])
+}
+
 #[inline(always)]
 fn dot4(w: &[f32], x0: &[f32], x1: &[f32], x2: &[f32], x3: &[f32]) -> [f32; 4] {
     let (mut a0, mut a1, mut a2, mut a3) = ([0f32; L], [0f32; L], [0f32; L], [0f32; L]);
@@ -116,7 +129,7 @@ fn dot4(w: &[f32], x0: &[f32], x1: &[f32], x2: &[f32], x3: &[f32]) -> [f32; 4] {
         }
     }
     let tail = w.len() / L * L;
-    let mut out = [a0.iter().sum::<f32>(), a1.iter().sum(), a2.iter().sum(), a3.iter().sum()];
+    let mut out = [hsum(a0), hsum(a1), hsum(a2), hsum(a3)];
     for c in tail..w.len() {
         out[0] = w[c].mul_add(x0[c], out[0]);
         out[1] = w[c].mul_add(x1[c], out[1]);
@@ -135,7 +148,7 @@ fn dot1(w: &[f32], x: &[f32]) -> f32 {
         }
     }
     let tail = w.len() / L * L;
-    let mut s: f32 = a.iter().sum();
+    let mut s = hsum(a);
     for c in tail..w.len() {
         s = w[c].mul_add(x[c], s);
     }
@@ -201,18 +214,28 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// Attention of one new query per sequence (a decode step) over each sequence's keys and values,
-/// every sequence and key/value head in one parallel pass: what [`crate::ops::causal_attention`]
-/// computes for each sequence with `n = 1`, without a dozen tensor ops per sequence per layer.
+/// Causal attention of new positions over each sequence's keys and values (a prompt, a decode
+/// step, or a mix of both in one engine step), every sequence, position and key/value head in one
+/// parallel pass: what [`crate::ops::causal_attention`] computes for each sequence, without a
+/// dozen tensor ops per sequence per layer and without a full score matrix.
 ///
-/// `q` is `[b, heads, head_dim]`; `kv[i]` are sequence `i`'s keys and values so far (`[kv_heads,
-/// len_i, head_dim]`, typically views into its cache's buffers), its newest position last. Query
-/// heads share key/value heads in consecutive groups. Returns `[b, heads * head_dim]`, or `None`
-/// when the tensors are not f32 on the CPU with a contiguous last dimension (the caller then
-/// composes the attention from tensor ops). Inference only: it has no backward.
-pub fn decode_attention(q: &Tensor, kv: &[(Tensor, Tensor)]) -> Result<Option<Tensor>> {
-    let (b, heads, head_dim) = q.dims3()?;
-    if b != kv.len() || b == 0 || !q.device().is_cpu() || q.dtype() != DType::F32 {
+/// `q` is `[n, heads, head_dim]`: the new positions of every sequence one after another,
+/// sequence `i` taking `lens[i]` of them. `kv[i]` are sequence `i`'s keys and values including
+/// those new positions (`[kv_heads, len_i, head_dim]`, typically views into its cache's buffers),
+/// so new position `r` of sequence `i` sees its first `len_i − lens[i] + r + 1` keys. Query heads
+/// share key/value heads in consecutive groups. Returns `[n, heads * head_dim]`, or `None` when
+/// the tensors are not f32 on the CPU with a contiguous last dimension (the caller then composes
+/// the attention from tensor ops). Inference only: it has no backward.
+pub fn cached_attention(
+    q: &Tensor,
+    kv: &[(Tensor, Tensor)],
+    lens: &[usize],
+) -> Result<Option<Tensor>> {
+    let (n, heads, head_dim) = q.dims3()?;
+    if lens.len() != kv.len() || lens.iter().sum::<usize>() != n {
+        candle_core::bail!("attention: {n} query positions for sequences of {lens:?} new ones");
+    }
+    if n == 0 || !q.device().is_cpu() || q.dtype() != DType::F32 {
         return Ok(None);
     }
     let kv_heads = kv[0].0.dim(0)?;
@@ -229,29 +252,97 @@ pub fn decode_attention(q: &Tensor, kv: &[(Tensor, Tensor)]) -> Result<Option<Te
     // come before this call).
     let guards: Vec<_> =
         kv.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect();
-    let mut seqs = Vec::with_capacity(b);
-    for (((ks, kl), (vs, vl)), (k, _)) in guards.iter().zip(kv) {
+    let mut seqs = Vec::with_capacity(kv.len());
+    // For each query position: its sequence and how many keys it sees.
+    let mut rows = Vec::with_capacity(n);
+    for (i, ((((ks, kl), (vs, vl)), (k, _)), &new)) in guards.iter().zip(kv).zip(lens).enumerate() {
         let (kv_h, len, _) = k.dims3()?;
-        if kv_h != kv_heads || vl.dims() != kl.dims() || len == 0 {
-            candle_core::bail!("decode attention: keys {:?} and values {:?}", kl.dims(), vl.dims());
+        if kv_h != kv_heads || vl.dims() != kl.dims() || len < new || new == 0 {
+            candle_core::bail!(
+                "attention: keys {:?} and values {:?} for {new} new positions",
+                kl.dims(),
+                vl.dims()
+            );
         }
         let (Some(kd), Some(vd)) = (cpu_f32(ks), cpu_f32(vs)) else { return Ok(None) };
         let (Some(kr), Some(vr)) = (Rows::of(kd, kl, head_dim), Rows::of(vd, vl, head_dim)) else {
             return Ok(None);
         };
-        seqs.push((kr, vr, len));
+        seqs.push((kr, vr));
+        rows.extend((len - new + 1..=len).map(|seen| (i, seen)));
     }
     let scale = 1.0 / (head_dim as f32).sqrt();
-    let mut out = vec![0f32; b * heads * head_dim];
-    // One task per (sequence, key/value head): its `group` query heads read each key once.
+    let mut out = vec![0f32; n * heads * head_dim];
+    // One task per (position, key/value head): its `group` query heads read each key once.
     out.par_chunks_mut(group * head_dim).enumerate().for_each(|(task, dst)| {
-        let (i, h) = (task / kv_heads, task % kv_heads);
-        let (k, v, len) = &seqs[i];
-        let first = (i * heads + h * group) * head_dim;
-        attend(&qs[first..first + group * head_dim], k, v, h, *len, head_dim, scale, dst);
+        let (row, h) = (task / kv_heads, task % kv_heads);
+        let (i, seen) = rows[row];
+        let (k, v) = &seqs[i];
+        let first = (row * heads + h * group) * head_dim;
+        attend(&qs[first..first + group * head_dim], k, v, h, seen, head_dim, scale, dst);
     });
     drop(guards);
-    Ok(Some(Tensor::from_vec(out, (b, heads * head_dim), q.device())?))
+    Ok(Some(Tensor::from_vec(out, (n, heads * head_dim), q.device())?))
+}
+
+/// `silu(g) · u` for `gu` `[m, 2w]` holding the gate `g` and up `u` projections side by side
+/// (`[m, w]`): one pass instead of a SiLU, two narrowed copies and a product, with the exponential
+/// vectorised ([`crate::train::exp_approx`]). `None` when `gu` is not f32 on the CPU (the caller
+/// composes it). Inference only: it has no backward.
+pub fn silu_mul_halves(gu: &Tensor) -> Result<Option<Tensor>> {
+    let (m, two_w) = gu.dims2()?;
+    if two_w % 2 != 0 {
+        candle_core::bail!("silu · up of {two_w} columns, not two halves");
+    }
+    if !gu.device().is_cpu() || gu.dtype() != DType::F32 || m == 0 {
+        return Ok(None);
+    }
+    let w = two_w / 2;
+    let gu = gu.contiguous()?;
+    let (storage, layout) = gu.storage_and_layout();
+    let Some(data) = cpu_f32(&storage) else { return Ok(None) };
+    let Some((start, end)) = layout.contiguous_offsets() else { return Ok(None) };
+    let data = &data[start..end];
+    let mut out = vec![0f32; m * w];
+    let rows_per_task = (ELEMENTS_PER_TASK / w).max(1);
+    out.par_chunks_mut(rows_per_task * w).enumerate().for_each(|(task, dst)| {
+        let first = task * rows_per_task;
+        for (r, row) in dst.chunks_exact_mut(w).enumerate() {
+            let src = &data[(first + r) * two_w..(first + r + 1) * two_w];
+            silu_mul_row(row, &src[..w], &src[w..]);
+        }
+    });
+    drop(storage);
+    Ok(Some(Tensor::from_vec(out, (m, w), gu.device())?))
+}
+
+/// Elements an element-wise kernel hands to one task.
+const ELEMENTS_PER_TASK: usize = 1 << 14;
+
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn silu_mul_row(out: &mut [f32], g: &[f32], u: &[f32]) {
+    for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
+        *o = g / (1.0 + crate::train::exp_approx(-g)) * u;
+    }
+}
+
+/// `exp(x - max)` of every element, in place, and their sum.
+#[inline(always)]
+fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
+    let mut lanes = [0f32; L];
+    let mut chunks = row.chunks_exact_mut(L);
+    for c in &mut chunks {
+        for l in 0..L {
+            c[l] = crate::train::exp_approx(c[l] - max);
+            lanes[l] += c[l];
+        }
+    }
+    let mut sum: f32 = lanes.iter().sum();
+    for x in chunks.into_remainder() {
+        *x = crate::train::exp_approx(*x - max);
+        sum += *x;
+    }
+    sum
 }
 
 /// `dst` (`[group, head_dim]`) = softmax(`q` · Kᵀ · `scale`) · V for the `group` queries of
@@ -270,7 +361,19 @@ fn attend(
 ) {
     let group = q.len() / head_dim;
     let mut scores = vec![0f32; group * len];
-    for j in 0..len {
+    // Four keys at a time: four independent sums in flight per query head.
+    let whole = len / 4 * 4;
+    for j in (0..whole).step_by(4) {
+        let keys: [&[f32]; 4] = std::array::from_fn(|i| k.row(h, j + i, head_dim));
+        for g in 0..group {
+            let qg = &q[g * head_dim..(g + 1) * head_dim];
+            let d = dot4(qg, keys[0], keys[1], keys[2], keys[3]);
+            for i in 0..4 {
+                scores[g * len + j + i] = d[i] * scale;
+            }
+        }
+    }
+    for j in whole..len {
         let key = k.row(h, j, head_dim);
         for g in 0..group {
             scores[g * len + j] = dot1(key, &q[g * head_dim..(g + 1) * head_dim]) * scale;
@@ -279,20 +382,30 @@ fn attend(
     for g in 0..group {
         let row = &mut scores[g * len..(g + 1) * len];
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for s in row.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
+        let sum = exp_shifted(row, max);
         // Probabilities normalised before the weighted sum, as the composed softmax · V rounds.
         let inv = 1.0 / sum;
+        for p in row.iter_mut() {
+            *p *= inv;
+        }
         let out = &mut dst[g * head_dim..(g + 1) * head_dim];
-        out.fill(0.0);
-        for (j, &p) in row.iter().enumerate() {
-            let p = p * inv;
-            for (o, &x) in out.iter_mut().zip(v.row(h, j, head_dim)) {
-                *o = p.mul_add(x, *o);
+        // Sixteen output columns at a time, their sums held in registers across the positions.
+        let whole = head_dim / L * L;
+        for c in (0..whole).step_by(L) {
+            let mut acc = [0f32; L];
+            for (j, &p) in row.iter().enumerate() {
+                let x: &[f32; L] = v.row(h, j, head_dim)[c..c + L].try_into().expect("L values");
+                for l in 0..L {
+                    acc[l] = p.mul_add(x[l], acc[l]);
+                }
             }
+            out[c..c + L].copy_from_slice(&acc);
+        }
+        for (c, o) in out.iter_mut().enumerate().skip(whole) {
+            *o = row
+                .iter()
+                .enumerate()
+                .fold(0.0, |a, (j, &p)| p.mul_add(v.row(h, j, head_dim)[c], a));
         }
     }
 }
@@ -393,30 +506,38 @@ mod tests {
     }
 
     /// The batched kernel gives what the composed attention gives for each sequence, on views
-    /// into larger buffers (as the cache hands them out) of different lengths, with grouped heads.
+    /// into larger buffers (as the cache hands them out) of different lengths, with grouped heads,
+    /// for decode steps (one new position), whole prompts and prompts continuing a cache.
     #[test]
-    fn decode_attention_matches_the_composed_attention_per_sequence() {
+    fn cached_attention_matches_the_composed_attention_per_sequence() {
         let (heads, kv_heads, d) = (6, 2, 20);
-        let lens = [1usize, 5, 37, 16];
-        let q = (filled((lens.len(), heads, d), 1) * 3.0).unwrap();
-        let kv: Vec<(Tensor, Tensor)> = lens
+        // (positions held, of which new)
+        let seqs = [(1usize, 1usize), (5, 1), (37, 1), (16, 16), (23, 7), (40, 3)];
+        let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
+        let n: usize = lens.iter().sum();
+        let q = (filled((n, heads, d), 1) * 3.0).unwrap();
+        let kv: Vec<(Tensor, Tensor)> = seqs
             .iter()
             .enumerate()
-            .map(|(i, &len)| {
+            .map(|(i, &(len, _))| {
                 // Buffers of capacity 40, narrowed to the positions held.
                 let k = filled((kv_heads, 40, d), 10 + i).narrow(1, 0, len).unwrap();
                 let v = filled((kv_heads, 40, d), 20 + i).narrow(1, 0, len).unwrap();
                 (k, v)
             })
             .collect();
-        let got = decode_attention(&q, &kv).unwrap().expect("f32 on the CPU");
-        assert_eq!(got.dims(), [lens.len(), heads * d]);
+        let got = cached_attention(&q, &kv, &lens).unwrap().expect("f32 on the CPU");
+        assert_eq!(got.dims(), [n, heads * d]);
+        let mut at = 0;
         for (i, (k, v)) in kv.iter().enumerate() {
-            let want = crate::ops::causal_attention(&q.narrow(0, i, 1).unwrap(), k, v).unwrap();
+            let new = lens[i];
+            let want = crate::ops::causal_attention(&q.narrow(0, at, new).unwrap(), k, v).unwrap();
             let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            let row = got.get(i).unwrap().to_vec1::<f32>().unwrap();
-            let worst = row.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-            assert!(worst < 1e-5, "sequence {i} (len {}): off by {worst}", lens[i]);
+            let rows = got.narrow(0, at, new).unwrap().flatten_all().unwrap();
+            let rows = rows.to_vec1::<f32>().unwrap();
+            let worst = rows.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(worst < 1e-5, "sequence {i} {:?}: off by {worst}", seqs[i]);
+            at += new;
         }
         // Not applicable: the caller composes it.
         let q64 = q.to_dtype(DType::F64).unwrap();
@@ -424,9 +545,31 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_dtype(DType::F64).unwrap(), v.to_dtype(DType::F64).unwrap()))
             .collect();
-        assert!(decode_attention(&q64, &kv64).unwrap().is_none());
-        // Heads that do not divide: an error, not a wrong answer.
+        assert!(cached_attention(&q64, &kv64, &lens).unwrap().is_none());
+        // Heads that do not divide, or more new positions than keys: errors, not wrong answers.
         let bad = [(filled((4, 3, d), 5), filled((4, 3, d), 6))];
-        assert!(decode_attention(&filled((1, 6, d), 7), &bad).is_err());
+        assert!(cached_attention(&filled((1, 6, d), 7), &bad, &[1]).is_err());
+        let short = [(filled((2, 3, d), 5), filled((2, 3, d), 6))];
+        assert!(cached_attention(&filled((4, 6, d), 7), &short, &[4]).is_err());
+        assert!(cached_attention(&filled((2, 6, d), 7), &short, &[1]).is_err());
+    }
+
+    /// `silu(g) · u` of the two halves equals candle's SiLU times the second half.
+    #[test]
+    fn silu_mul_halves_matches_the_composed_ops() {
+        for (m, w) in [(1usize, 5usize), (3, 1536), (40, 700)] {
+            let gu = (filled((1, m, 2 * w), 3).squeeze(0).unwrap() * 12.0).unwrap();
+            let got = silu_mul_halves(&gu).unwrap().expect("f32 on the CPU");
+            let g = gu.narrow(1, 0, w).unwrap().to_dtype(DType::F64).unwrap();
+            let u = gu.narrow(1, w, w).unwrap().to_dtype(DType::F64).unwrap();
+            let want = (g.silu().unwrap() * u).unwrap();
+            // Relative to the size of the value (up to 144 here).
+            let scale = (want.abs().unwrap() + 1.0).unwrap();
+            let diff = ((got.to_dtype(DType::F64).unwrap() - want).unwrap().abs().unwrap() / scale)
+                .unwrap();
+            let worst = diff.max_all().unwrap().to_scalar::<f64>().unwrap();
+            assert!(worst < 2e-6, "[{m}, {w}]: off by {worst} relative");
+        }
+        assert!(silu_mul_halves(&filled((1, 2, 3), 1).squeeze(0).unwrap()).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! Weights packed once for inference matrix products (`x W^T` with `x` of a few dozen to a few
-//! hundred rows: decode at large batches, prefill of a prompt or two).
+//! thousand rows: decode at any batch, prefill of prompts up to 4096 tokens a step).
 //!
 //! candle's gemm re-packs the whole weight into its kernel's layout on every call; with few input
 //! rows that packing costs as much as the arithmetic (a third of a batch-32 decode step). A
@@ -28,9 +28,10 @@ const MR: usize = 6;
 const ROW_SPLIT: usize = 64;
 /// Input rows that every panel passes over in turn (their inputs stay in cache).
 const ROW_BLOCK: usize = 48;
-/// Most input rows the model sends to [`matmul_packed`]: past it candle's gemm, whose packing is
-/// then paid back, runs as fast (measured on prompts of 8 × 128 and 32 × 128 tokens).
-pub const MAX_ROWS: usize = 256;
+/// Most input rows the model sends to [`matmul_packed`]; larger steps go to candle's gemm, whose
+/// packing is paid back by then. Measured on SmolLM2-135M prompts with rows dealt out evenly: at
+/// 8 × 128 rows the packed kernel is ahead of gemm, at 32 × 128 level with it.
+pub const MAX_ROWS: usize = 4096;
 
 /// One or more `[out_i, k]` f32 weights with the same `k`, packed side by side for
 /// [`matmul_packed`] (the output columns of the first, then of the second, …).
@@ -97,12 +98,22 @@ pub fn matmul_packed(x: &Tensor, w: &PackedWeight) -> Result<Tensor> {
     let panels = w.out.div_ceil(NR);
     if m >= ROW_SPLIT {
         // Enough rows for each thread to take its own: tasks own blocks of output rows and
-        // write them in place, reading every panel.
+        // write them in place, reading every panel. The 6-row tiles are dealt out evenly (128
+        // rows to 4 tasks: 30, 36, 30, 32), so that no thread is left with a longer share.
         let mut y = vec![0f32; m * w.out];
-        let rows_per_task =
-            m.div_ceil(rayon::current_num_threads().max(1) * 2).next_multiple_of(MR);
-        y.par_chunks_mut(rows_per_task * w.out).enumerate().for_each(|(task, dst)| {
-            let first = task * rows_per_task;
+        let tiles = m.div_ceil(MR);
+        let tasks = (rayon::current_num_threads().max(1) * 2).min(tiles);
+        let mut parts = Vec::with_capacity(tasks);
+        let mut rest: &mut [f32] = &mut y;
+        let mut first = 0;
+        for t in 0..tasks {
+            let end = ((t + 1) * tiles / tasks * MR).min(m);
+            let (part, tail) = rest.split_at_mut((end - first) * w.out);
+            parts.push((first, part));
+            rest = tail;
+            first = end;
+        }
+        parts.into_par_iter().for_each(|(first, dst)| {
             let n = dst.len() / w.out;
             rows_times_panels(&xs[first * k..(first + n) * k], n, k, &w.data, w.out, dst);
         });
@@ -254,6 +265,8 @@ mod tests {
             (17, 64, vec![96]),
             (64, 70, vec![31, 1, 65]),
             (13, 8, vec![32]),
+            (131, 16, vec![33, 40]),
+            (300, 24, vec![64]),
         ] {
             let x = filled(m, k, 1);
             let ws: Vec<Tensor> =

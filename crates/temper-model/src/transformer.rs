@@ -666,7 +666,10 @@ impl Transformer {
             (Mlp::Dense(ffn), Some((gate_up, down))) => {
                 let gu = matmul_packed(&h, gate_up)?;
                 let width = ffn.gate.dim(0)?;
-                let a = (ops::silu(&gu.narrow(1, 0, width)?)? * gu.narrow(1, width, width)?)?;
+                let a = match kernels::silu_mul_halves(&gu)? {
+                    Some(a) => a,
+                    None => (ops::silu(&gu.narrow(1, 0, width)?)? * gu.narrow(1, width, width)?)?,
+                };
                 matmul_packed(&a, down)?
             }
             (Mlp::Dense(ffn), None) => ffn.forward(&h)?,
@@ -698,14 +701,14 @@ impl Transformer {
                 None => (ki, vi),
             });
         }
-        // A decode step (one new token per sequence, caches holding the rest): every sequence
-        // and head in one kernel pass where it applies (f32 on the CPU). Only with caches: the
-        // kernel has no backward, and cached inference never differentiates.
-        if cached
-            && spans.iter().all(|&(_, len)| len == 1)
-            && let Some(out) = kernels::decode_attention(q, &kvs)?
-        {
-            return Ok(out);
+        // Every sequence, position and head in one kernel pass where it applies (f32 on the CPU).
+        // Only with caches: the kernel has no backward, and cached inference never
+        // differentiates.
+        if cached {
+            let lens: Vec<usize> = spans.iter().map(|&(_, len)| len).collect();
+            if let Some(out) = kernels::cached_attention(q, &kvs, &lens)? {
+                return Ok(out);
+            }
         }
         let mut outs = Vec::with_capacity(spans.len());
         for (&(offset, len), (ka, va)) in spans.iter().zip(&kvs) {
