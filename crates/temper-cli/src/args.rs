@@ -570,7 +570,8 @@ pub struct InferenceServeArgs {
     /// Sequences decoding at once; further requests wait.
     #[arg(long, default_value_t = 64)]
     pub max_running: usize,
-    /// Prompt tokens prefilled per step (a longer prompt is prefilled alone).
+    /// Tokens fed to the model per step: one per decoding sequence, the rest for prompts (a
+    /// longer prompt is prefilled in chunks over several steps, beside the decodes).
     #[arg(long, default_value_t = 4096)]
     pub max_step_tokens: usize,
     /// Requests allowed to wait; beyond it requests get 429.

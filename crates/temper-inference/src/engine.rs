@@ -30,7 +30,9 @@ use crate::sampling::{
 pub struct EngineConfig {
     /// Sequences decoding at once; requests beyond wait.
     pub max_running: usize,
-    /// Prompt tokens prefilled in one step (a longer prompt is prefilled alone).
+    /// Tokens one step feeds the model: a token per decoding sequence, the rest for prompts. A
+    /// longer prompt is prefilled in chunks over several steps, beside the running sequences'
+    /// decodes (chunked prefill), so it never stalls them.
     pub max_step_tokens: usize,
     /// Requests allowed to wait; more are refused as overload.
     pub max_waiting: usize,
@@ -249,6 +251,7 @@ impl Engine {
             stats: stats.clone(),
             max_kv_tokens,
             running: Vec::new(),
+            prefilling: Vec::new(),
         };
         // The loop runs on a worker of the engine's own thread pool, and the tensor kernels it calls
         // split their work over that pool: no thread beyond the pool competes for the cores (one
@@ -421,6 +424,16 @@ struct Worker {
     /// See [`EngineConfig::max_kv_tokens`] (resolved).
     max_kv_tokens: usize,
     running: Vec<Seq>,
+    /// Admitted requests whose prompts are partly in their caches, oldest first.
+    prefilling: Vec<Prefill>,
+}
+
+/// An admitted request while its prompt is prefilled, chunk by chunk.
+struct Prefill {
+    w: Waiting,
+    cache: KvCache,
+    /// Prompt tokens in the cache.
+    done: usize,
 }
 
 impl Worker {
@@ -429,7 +442,8 @@ impl Worker {
         let mut paused = false;
         loop {
             // Take every control message; block when there is nothing to do.
-            let idle = paused || (waiting.is_empty() && self.running.is_empty());
+            let idle = paused
+                || (waiting.is_empty() && self.running.is_empty() && self.prefilling.is_empty());
             let first = if idle {
                 match rx.recv() {
                     Ok(m) => Some(m),
@@ -463,9 +477,10 @@ impl Worker {
                 keep
             });
             self.running.retain(|s| !s.out.is_closed());
-            let admitted = self.admit(&mut waiting);
-            if !admitted.is_empty() || !self.running.is_empty() {
-                self.step(admitted);
+            self.prefilling.retain(|p| !p.w.out.is_closed());
+            self.admit(&mut waiting);
+            if !self.prefilling.is_empty() || !self.running.is_empty() {
+                self.step();
             }
             self.stats.running.store(self.running.len(), Ordering::Relaxed);
             self.stats
@@ -482,24 +497,47 @@ impl Worker {
             seq.cache = self.model.new_cache();
             seq.pending = seq.tokens.clone();
         }
+        for p in &mut self.prefilling {
+            p.cache = self.model.new_cache();
+            p.done = 0;
+        }
     }
 
-    fn admit(&mut self, waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
-        let mut admitted: Vec<Waiting> = Vec::new();
-        let mut seqs = self.running.len();
-        let mut budget = self.cfg.max_step_tokens;
+    /// Tokens of this step left for prompts once every running sequence has its pending ones.
+    fn prompt_budget(&self) -> usize {
+        let pending: usize = self.running.iter().map(|s| s.pending.len()).sum();
+        self.cfg.max_step_tokens.saturating_sub(pending)
+    }
+
+    /// Moves requests from the queue to prefilling while the step has prompt tokens to spare
+    /// and the sequence and cache limits allow.
+    fn admit(&mut self, waiting: &mut VecDeque<Waiting>) {
+        let mut seqs =
+            self.running.len() + self.prefilling.iter().map(|p| p.w.req.n).sum::<usize>();
         let max_kv = self.max_kv_tokens;
-        let mut kv: usize = self.running.iter().map(|s| s.reserved).sum();
         let ctx = self.model.config().max_position_embeddings;
+        let mut kv: usize = self.running.iter().map(|s| s.reserved).sum::<usize>()
+            + self
+                .prefilling
+                .iter()
+                .map(|p| {
+                    kv_reservation(p.w.req.prompt.len(), p.w.req.options.max_tokens, ctx)
+                        .saturating_mul(p.w.req.n)
+                })
+                .sum::<usize>();
+        let mut budget = self
+            .prompt_budget()
+            .saturating_sub(self.prefilling.iter().map(|p| p.w.req.prompt.len() - p.done).sum());
         while let Some(w) = waiting.front() {
-            // Alone on an idle engine a request may exceed the step budget (a long prompt is
-            // prefilled alone); `submit` keeps its `n` and cache within the other limits.
-            let first = admitted.is_empty() && self.running.is_empty();
+            // On an idle engine the first request goes in whatever its size (`submit` keeps its
+            // `n` and cache within the limits); a prompt longer than a step is prefilled in
+            // chunks.
+            let first = self.running.is_empty() && self.prefilling.is_empty();
             let need = kv_reservation(w.req.prompt.len(), w.req.options.max_tokens, ctx)
                 .saturating_mul(w.req.n);
             if !first
                 && (seqs + w.req.n > self.cfg.max_running
-                    || w.req.prompt.len() > budget
+                    || budget == 0
                     || kv.saturating_add(need) > max_kv)
             {
                 break;
@@ -508,22 +546,34 @@ impl Worker {
             kv = kv.saturating_add(need);
             budget = budget.saturating_sub(w.req.prompt.len());
             self.stats.waiting.fetch_sub(1, Ordering::Relaxed);
-            admitted.extend(waiting.pop_front());
+            let w = waiting.pop_front().expect("the front was there");
+            self.prefilling.push(Prefill { w, cache: self.model.new_cache(), done: 0 });
         }
-        admitted
     }
 
-    fn step(&mut self, admitted: Vec<Waiting>) {
-        let mut new_caches: Vec<KvCache> =
-            admitted.iter().map(|_| self.model.new_cache()).collect();
+    fn step(&mut self) {
+        // The prompt chunks of this step: oldest request first, as much of each as the budget
+        // leaves (the oldest always gets a token, so it moves even under a full batch).
+        let mut budget = self.prompt_budget();
+        let mut takes = Vec::with_capacity(self.prefilling.len());
+        for (i, p) in self.prefilling.iter().enumerate() {
+            let left = p.w.req.prompt.len() - p.done;
+            let take = left.min(if i == 0 { budget.max(1) } else { budget });
+            budget -= take.min(budget);
+            takes.push(take);
+        }
         let pending: Vec<Vec<u32>> =
             self.running.iter_mut().map(|s| std::mem::take(&mut s.pending)).collect();
         let result = {
             let mut chunks: Vec<&[u32]> = pending.iter().map(Vec::as_slice).collect();
-            chunks.extend(admitted.iter().map(|w| w.req.prompt.as_slice()));
             let mut caches: Vec<&mut KvCache> =
                 self.running.iter_mut().map(|s| &mut s.cache).collect();
-            caches.extend(new_caches.iter_mut());
+            for (p, &take) in self.prefilling.iter_mut().zip(&takes) {
+                if take > 0 {
+                    chunks.push(&p.w.req.prompt[p.done..p.done + take]);
+                    caches.push(&mut p.cache);
+                }
+            }
             self.model.step(&chunks, &mut caches, Logits::Last).and_then(|rows| {
                 if rows.is_empty() {
                     return Ok(None);
@@ -532,19 +582,35 @@ impl Worker {
             })
         };
         self.stats.steps.fetch_add(1, Ordering::Relaxed);
-        let fed: usize = pending.iter().map(Vec::len).sum::<usize>()
-            + admitted.iter().map(|w| w.req.prompt.len()).sum::<usize>();
+        let fed: usize = pending.iter().map(Vec::len).sum::<usize>() + takes.iter().sum::<usize>();
         let decoded = pending.iter().filter(|p| p.len() == 1).count();
         self.stats.prompt_tokens.fetch_add((fed - decoded) as u64, Ordering::Relaxed);
 
         // Every sequence with the row of logits it draws from: the running ones, then the `n`
-        // sequences of each admitted request (which share their prompt's row).
+        // sequences of each request whose prompt is now whole (they share its last row).
+        // Requests still partway keep prefilling (their rows go unused); a failed step ends
+        // every request it fed.
         let mut seqs: Vec<(usize, Seq)> =
             std::mem::take(&mut self.running).into_iter().enumerate().collect();
-        let first_new = seqs.len();
-        for (i, (w, cache)) in admitted.into_iter().zip(new_caches).enumerate() {
-            seqs.extend(self.spawn(w, cache).into_iter().map(|s| (first_new + i, s)));
+        let mut row = seqs.len();
+        let mut failed = Vec::new();
+        let mut still = Vec::with_capacity(self.prefilling.len());
+        for (mut p, take) in std::mem::take(&mut self.prefilling).into_iter().zip(takes) {
+            if take == 0 {
+                still.push(p);
+                continue;
+            }
+            p.done += take;
+            if result.is_err() {
+                failed.push(p.w);
+            } else if p.done == p.w.req.prompt.len() {
+                seqs.extend(self.spawn(p.w, p.cache).into_iter().map(|s| (row, s)));
+            } else {
+                still.push(p);
+            }
+            row += 1;
         }
+        self.prefilling = still;
         let draws = match result {
             Ok(Some(logits)) => self.draw_all(&logits, &mut seqs),
             Ok(None) => Ok(Vec::new()),
@@ -560,6 +626,15 @@ impl Worker {
                         reason: Finish::Error(msg.clone()),
                         text: String::new(),
                     });
+                }
+                for w in failed {
+                    for index in 0..w.req.n {
+                        let _ = w.out.send(Event::Finished {
+                            index,
+                            reason: Finish::Error(msg.clone()),
+                            text: String::new(),
+                        });
+                    }
                 }
                 return;
             }

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use temper_inference::{EngineConfig, Finish, Request, SamplingOptions, SubmitError};
+use temper_inference::{Engine, EngineConfig, Finish, Request, SamplingOptions, SubmitError};
 
-use crate::{bytes_tokenizer, engine, forward_logprobs, greedy_reference, run, sharp, tiny};
+use crate::{
+    bytes_tokenizer, collect, engine, forward_logprobs, greedy_reference, run, sharp, tiny,
+};
 
 fn opts(t: f64, max_tokens: usize) -> SamplingOptions {
     SamplingOptions { temperature: t, max_tokens, ignore_eos: true, ..Default::default() }
@@ -79,6 +81,46 @@ async fn requests_join_while_others_decode() {
     let steps = e.stats().steps.load(std::sync::atomic::Ordering::Relaxed);
     // Batched: far fewer steps than the 6 × 48 tokens generated one request at a time.
     assert!(steps < 6 * 48, "{steps} steps");
+}
+
+/// A prompt longer than a step is prefilled in chunks: beside the decodes of a running request
+/// rather than after it, and to the same tokens and logprobs as a whole prefill.
+#[tokio::test]
+async fn long_prompts_prefill_in_chunks_beside_running_decodes() {
+    let reference = sharp(5);
+    let e = Engine::start(
+        sharp(5),
+        bytes_tokenizer(),
+        EngineConfig { max_step_tokens: 8, ..Default::default() },
+        0,
+    );
+    let steps = || e.stats().steps.load(std::sync::atomic::Ordering::Relaxed);
+    let short: Vec<u32> = vec![3, 1, 4, 1];
+    let long: Vec<u32> = (0..60u32).map(|j| (j * 37 + 11) % 250).collect();
+    // Both queued before the first step.
+    e.set_paused(true).unwrap();
+    let a = e.submit(Request { prompt: short.clone(), options: opts(0.0, 40), n: 1 }).unwrap();
+    let b = e.submit(Request { prompt: long.clone(), options: opts(0.0, 10), n: 1 }).unwrap();
+    e.set_paused(false).unwrap();
+    let (a, b) = tokio::join!(collect(a, 1), collect(b, 1));
+    assert_eq!(a[0].ids, greedy_reference(&reference, &short, 40));
+    assert_eq!(b[0].ids, greedy_reference(&reference, &long, 10));
+    let want = forward_logprobs(&reference, &long, &b[0].ids, 1.0);
+    let worst = b[0].logprobs.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+    assert!(worst <= 1e-4, "chunked prefill's logprobs differ from a forward by {worst}");
+    // Step 1 feeds the short prompt and 4 of the long one; steps 2-9 the short request's token
+    // and 7 more of the long prompt each (its first token comes at step 9, its last at 18); the
+    // short request's 40th token ends step 40. Prefilling the long prompt only once the engine
+    // was idle would take 40 + 10 steps.
+    assert_eq!(steps(), 40);
+
+    // Alone on an idle engine too: 60 tokens in 8 steps of 8 (the last gives the first of 5
+    // tokens), then 4 decode steps.
+    let before = steps();
+    let c = run(&e, Request { prompt: long.clone(), options: opts(0.0, 5), n: 2 }).await;
+    assert_eq!(c[0].ids, greedy_reference(&reference, &long, 5));
+    assert_eq!(c[1].ids, c[0].ids);
+    assert_eq!(steps() - before, 12);
 }
 
 #[tokio::test]
@@ -189,7 +231,7 @@ async fn bad_requests_are_refused_with_the_field_named() {
 #[tokio::test]
 async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
     let cfg = EngineConfig { max_running: 1, max_waiting: 2, ..Default::default() };
-    let e = temper_inference::Engine::start(tiny(7), bytes_tokenizer(), cfg, 0);
+    let e = Engine::start(tiny(7), bytes_tokenizer(), cfg, 0);
     e.set_paused(true).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let req = || Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 1 };
@@ -199,7 +241,7 @@ async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
     drop(a);
     e.set_paused(false).unwrap();
     // The cancelled request is swept and never runs; the other one finishes.
-    let out = crate::collect(b, 1).await;
+    let out = collect(b, 1).await;
     assert_eq!(out[0].ids.len(), 5);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(e.stats().waiting.load(std::sync::atomic::Ordering::Relaxed), 0);
@@ -210,7 +252,7 @@ async fn a_full_queue_is_refused_and_cancelled_requests_free_their_place() {
 #[tokio::test]
 async fn n_above_max_running_is_refused() {
     let cfg = EngineConfig { max_running: 2, ..Default::default() };
-    let e = temper_inference::Engine::start(tiny(8), bytes_tokenizer(), cfg, 0);
+    let e = Engine::start(tiny(8), bytes_tokenizer(), cfg, 0);
     let err = e.submit(Request { prompt: vec![1, 2], options: opts(1.0, 5), n: 3 }).unwrap_err();
     assert_eq!(
         err,
@@ -228,10 +270,10 @@ async fn n_above_max_running_is_refused() {
 #[tokio::test]
 async fn the_key_value_budget_refuses_large_requests_and_queues_the_rest() {
     let cfg = EngineConfig { max_running: 4, ..Default::default() };
-    let unbounded = temper_inference::Engine::start(tiny(12), bytes_tokenizer(), cfg.clone(), 0);
+    let unbounded = Engine::start(tiny(12), bytes_tokenizer(), cfg.clone(), 0);
     assert_eq!(unbounded.max_kv_tokens(), 4 * 256); // max_running full contexts
     let cfg = EngineConfig { max_kv_tokens: 100, ..cfg };
-    let e = temper_inference::Engine::start(tiny(12), bytes_tokenizer(), cfg, 0);
+    let e = Engine::start(tiny(12), bytes_tokenizer(), cfg, 0);
     assert_eq!(e.max_kv_tokens(), 100);
     let req = |n, max_tokens| Request { prompt: vec![7; 10], options: opts(1.0, max_tokens), n };
     assert_eq!(
@@ -247,13 +289,13 @@ async fn the_key_value_budget_refuses_large_requests_and_queues_the_rest() {
     assert!(err.to_string().contains("1 × 256 = 256"), "{err}");
     // Two that fit alone but not together run one after the other: 50 steps each.
     let (a, b) = (e.submit(req(1, 50)).unwrap(), e.submit(req(1, 50)).unwrap());
-    let (a, b) = (crate::collect(a, 1).await, crate::collect(b, 1).await);
+    let (a, b) = (collect(a, 1).await, collect(b, 1).await);
     assert_eq!((a[0].ids.len(), b[0].ids.len()), (50, 50));
     assert_eq!(e.stats().steps.load(std::sync::atomic::Ordering::Relaxed), 100);
     // With the default budget the two share steps.
     let e = unbounded;
     let (a, b) = (e.submit(req(2, 50)).unwrap(), e.submit(req(1, 50)).unwrap());
-    let (a, b) = (crate::collect(a, 2).await, crate::collect(b, 1).await);
+    let (a, b) = (collect(a, 2).await, collect(b, 1).await);
     assert_eq!((a[1].ids.len(), b[0].ids.len()), (50, 50));
     assert!(e.stats().steps.load(std::sync::atomic::Ordering::Relaxed) < 100);
 }
@@ -291,7 +333,7 @@ async fn weight_updates_mid_decode_never_mix_within_a_token() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     assert_eq!(e.update_weights(sharp(11), 1).await.unwrap(), 1);
-    let outs = crate::collect(rx, 2).await;
+    let outs = collect(rx, 2).await;
     for o in &outs {
         let switch = o.versions.iter().position(|&v| v == 1).expect("tokens after the update");
         assert!(switch >= 5 && o.versions[switch..].iter().all(|&v| v == 1), "{:?}", o.versions);
