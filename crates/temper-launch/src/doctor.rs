@@ -348,6 +348,22 @@ fn ports(inputs: &Inputs) -> Check {
     }
 }
 
+/// Runs a probe and collects its output. A program written a moment ago can be "busy" (ETXTBSY)
+/// while another thread's freshly forked child still holds the writer's descriptor until it execs;
+/// that clears within milliseconds, so the start is tried again a few times before it counts.
+fn output(command: &mut Command) -> std::io::Result<std::process::Output> {
+    let mut tries = 0;
+    loop {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5 * tries));
+            }
+            out => return out,
+        }
+    }
+}
+
 fn mpi(inputs: &Inputs) -> Check {
     const NAME: &str = "MPI";
     let Some(cmd) = &inputs.mpi else {
@@ -365,7 +381,7 @@ fn mpi(inputs: &Inputs) -> Check {
     for var in crate::placement::PLACEMENT_VARS {
         command.env_remove(var);
     }
-    let out = command.output();
+    let out = output(&mut command);
     let shown = cmd.join(" ");
     match out {
         Err(e) => Check::fail(
@@ -398,12 +414,10 @@ fn mpi(inputs: &Inputs) -> Check {
 
 fn gpus(inputs: &Inputs) -> Check {
     const NAME: &str = "GPUs";
-    let out = Command::new(&inputs.nvidia_smi)
-        .args([
+    let out = output(Command::new(&inputs.nvidia_smi).args([
             "--query-gpu=index,name,memory.used,memory.total,ecc.errors.uncorrected.volatile.total,clocks.sm,clocks.max.sm",
             "--format=csv,noheader,nounits",
-        ])
-        .output();
+    ]));
     let out = match out {
         Err(_) => {
             return Check::skip(
@@ -461,7 +475,7 @@ fn gpus(inputs: &Inputs) -> Check {
 
 fn nccl(inputs: &Inputs) -> Check {
     const NAME: &str = "NCCL";
-    if Command::new(&inputs.nvidia_smi).arg("-L").output().is_err() {
+    if output(Command::new(&inputs.nvidia_smi).arg("-L")).is_err() {
         return Check::skip(NAME, "no GPU");
     }
     // Opened as the trainer's ranks on GPUs open it, and asked its version.
