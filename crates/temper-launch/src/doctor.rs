@@ -357,7 +357,7 @@ fn output(command: &mut Command) -> std::io::Result<std::process::Output> {
         match command.output() {
             Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
                 tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(5 * tries));
+                std::thread::sleep(Duration::from_millis(5 * tries));
             }
             out => return out,
         }

@@ -80,10 +80,13 @@ fn remove_group(path: &Path, unified: Option<&str>) {
     };
     let _ = fs::write(kill, "1");
     for _ in 0..100 {
-        if fs::remove_dir(path).is_ok() {
-            break;
+        match fs::remove_dir(path) {
+            // Gone already counts: the reaper and a later supervisor's sweep may both get here.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            _ => break,
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

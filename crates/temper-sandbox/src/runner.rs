@@ -142,8 +142,9 @@ async fn prepare_zygote(cfg: &SandboxConfig, slot: &Slot) {
 /// Starts, once per process, the reaper that removes this process's slot cgroups when it ends
 /// in a way that runs no code of ours (`SIGKILL`, a crash); the write end of its pipe lives as
 /// long as the process.
+static REAPER: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> = std::sync::OnceLock::new();
+
 fn start_reaper(cfg: &SandboxConfig) {
-    static REAPER: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> = std::sync::OnceLock::new();
     REAPER.get_or_init(|| {
         let (program, args) = &cfg.helper;
         crate::isolation::spawn_reaper(program, args)
@@ -207,6 +208,14 @@ impl Sandbox {
         let slot = Slot::create(&inner.cfg, &inner.layout, inner.instance, id).await?;
         prepare_zygote(&inner.cfg, &slot).await;
         Ok(slot)
+    }
+
+    /// Whether this process started a reaper (see [`crate::isolation::REAPER_ARG`]), which
+    /// kills and removes every slot of the process once it has ended. A one-shot caller that has
+    /// its result may then end without [`Sandbox::shutdown`] and leave the teardown (about a
+    /// millisecond and a half) to the reaper.
+    pub fn reaper_cleans_up(&self) -> bool {
+        REAPER.get().is_some_and(Option::is_some)
     }
 
     /// The configuration.

@@ -74,15 +74,21 @@ async fn run_one(args: SandboxRunArgs) -> anyhow::Result<()> {
         output_bytes: Some(args.output_bytes),
     };
     let sandbox = Sandbox::new(SandboxConfig { pool_size: 0, ..SandboxConfig::default() }).await;
-    let result = match sandbox {
+    let (result, sandbox) = match sandbox {
         Ok(sandbox) => {
-            let result = sandbox.run(&RunRequest { language, code, stdin, limits }).await;
-            sandbox.shutdown().await;
-            result
+            (sandbox.run(&RunRequest { language, code, stdin, limits }).await, Some(sandbox))
         }
-        Err(e) => temper_protocol::RunResult::internal_error(e.to_string()),
+        Err(e) => (temper_protocol::RunResult::internal_error(e.to_string()), None),
     };
     println!("{}", serde_json::to_string(&result)?);
+    // The answer is out; the slot's teardown is left to the reaper when there is one (it kills
+    // and removes this process's slots once it has ended), so the caller has its prompt back
+    // sooner.
+    if let Some(sandbox) = sandbox
+        && !sandbox.reaper_cleans_up()
+    {
+        sandbox.shutdown().await;
+    }
     if result.status == RunStatus::InternalError {
         bail!("the sandbox failed: {}", result.stderr);
     }

@@ -23,23 +23,38 @@ pub const REAPER_ARG: &str = "reap";
 /// Starts the reaper of this process's slot cgroups (see [`REAPER_ARG`]): `program args... reap
 /// <pid>`, with the write end of a pipe kept open here, so that the reaper reads end-of-file
 /// when this process ends. It runs in a process group of its own, so a terminal's Ctrl-C that
-/// stops the supervisor does not stop it too.
+/// stops the supervisor does not stop it too. The reaper is started by a thread of its own: a
+/// start waits for the child's exec (about a millisecond), which the first slot need not wait
+/// for. Should this process be killed before the reaper is up, the next sandbox's start sweeps
+/// the groups it left.
 pub fn spawn_reaper(
     program: &std::path::Path,
     args: &[String],
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let mut child = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(args)
         .arg(REAPER_ARG)
         .arg(std::process::id().to_string())
         .stdin(std::process::Stdio::from(read))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()?;
-    // Reaped by a thread, so that it never lingers as a zombie of this process.
-    std::thread::spawn(move || child.wait());
+        .process_group(0);
+    let program = program.to_owned();
+    // The thread also waits for the reaper, so that it never lingers as a zombie of this process.
+    std::thread::Builder::new().name("sandbox-reaper".into()).spawn(move || {
+        match command.spawn() {
+            Ok(mut child) => {
+                let _ = child.wait();
+            }
+            Err(e) => tracing::warn!(
+                "no reaper for slot cgroups (a killed process leaves them until the next \
+                 sandbox starts): cannot start {}: {e}",
+                program.display()
+            ),
+        }
+    })?;
     Ok(write)
 }
 
