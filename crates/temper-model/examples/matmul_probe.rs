@@ -1,5 +1,6 @@
 //! Times `x W^T` for the shapes of SmolLM2-135M's layers at 1, 8 and 32 rows: candle's gemm
-//! (`x W^T` and `(W x^T)^T`) against temper's small-row kernel, and prints the largest difference.
+//! (`x W^T` and `(W x^T)^T`) against temper's small-row kernel, and prints the largest difference;
+//! then the packed kernel (`prepacked`) on the shapes of a layer at 8 to 512 rows, in GFLOP/s.
 //! `cargo run --release -p temper-model --example matmul_probe` (set RAYON_NUM_THREADS: candle
 //! reads /proc/cpuinfo before every product without it).
 #![allow(clippy::print_stdout, reason = "a measuring program prints its table")]
@@ -30,6 +31,29 @@ fn main() -> candle_core::Result<()> {
                 "W[{out},{inp}] m={m}: x@W.t {a:.0} us | (W@x.t).t {b:.0} us | kernel {c:.0} us (max diff {d:.1e})"
             );
         }
+    }
+    // The packed kernel on a layer's products: query/key/value as one, gate/up as one, the
+    // attention output and the MLP's down projection.
+    for m in [8usize, 32, 128, 512] {
+        let mut line = format!("packed m={m}:");
+        for (out, inp) in [(960usize, 576usize), (3072, 576), (576, 576), (576, 1536)] {
+            let w = Tensor::randn(0f32, 1.0, (out, inp), &d)?;
+            let x = Tensor::randn(0f32, 1.0, (m, inp), &d)?;
+            let packed =
+                temper_model::prepacked::PackedWeight::pack(&[&w])?.expect("f32 on the CPU");
+            let reps = (20_000_000 / (m * out * inp)).max(5);
+            temper_model::prepacked::matmul_packed(&x, &packed)?;
+            let mut times = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                let t = Instant::now();
+                temper_model::prepacked::matmul_packed(&x, &packed)?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+            times.sort_by(f64::total_cmp);
+            let gflops = 2.0 * (m * out * inp) as f64 / times[times.len() / 2] / 1e9;
+            line.push_str(&format!(" [{out},{inp}] {gflops:.0}"));
+        }
+        println!("{line} GFLOP/s (median)");
     }
     Ok(())
 }
