@@ -139,11 +139,12 @@ async fn prepare_zygote(cfg: &SandboxConfig, slot: &Slot) {
     }
 }
 
+/// This process's reaper (`None` when its start failed at once).
+static REAPER: std::sync::OnceLock<Option<crate::isolation::Reaper>> = std::sync::OnceLock::new();
+
 /// Starts, once per process, the reaper that removes this process's slot cgroups when it ends
 /// in a way that runs no code of ours (`SIGKILL`, a crash); the write end of its pipe lives as
 /// long as the process.
-static REAPER: std::sync::OnceLock<Option<std::os::fd::OwnedFd>> = std::sync::OnceLock::new();
-
 fn start_reaper(cfg: &SandboxConfig) {
     REAPER.get_or_init(|| {
         let (program, args) = &cfg.helper;
@@ -210,12 +211,13 @@ impl Sandbox {
         Ok(slot)
     }
 
-    /// Whether this process started a reaper (see [`crate::isolation::REAPER_ARG`]), which
-    /// kills and removes every slot of the process once it has ended. A one-shot caller that has
-    /// its result may then end without [`Sandbox::shutdown`] and leave the teardown (about a
-    /// millisecond and a half) to the reaper.
+    /// Whether this process's reaper (see [`crate::isolation::REAPER_ARG`]) is running: it kills
+    /// and removes every slot of the process once the process has ended. A one-shot caller that
+    /// has its result may then end without [`Sandbox::shutdown`] and leave the teardown (about a
+    /// millisecond and a half) to the reaper; while the reaper is still starting, or could not
+    /// start, this is false and the caller shuts down itself.
     pub fn reaper_cleans_up(&self) -> bool {
-        REAPER.get().is_some_and(Option::is_some)
+        REAPER.get().and_then(Option::as_ref).is_some_and(crate::isolation::Reaper::is_up)
     }
 
     /// The configuration.

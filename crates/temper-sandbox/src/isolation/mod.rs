@@ -20,6 +20,22 @@ pub const HELPER_ARG: &str = "__sandbox-slot";
 /// slot cgroups it left.
 pub const REAPER_ARG: &str = "reap";
 
+/// The reaper of this process's slot cgroups, once asked for (see [`spawn_reaper`]).
+#[derive(Debug)]
+pub struct Reaper {
+    /// The write end of the reaper's standard input: closed when this process ends.
+    _pipe: std::os::fd::OwnedFd,
+    /// Set once the start is over: whether the reaper runs.
+    up: std::sync::Arc<std::sync::OnceLock<bool>>,
+}
+
+impl Reaper {
+    /// Whether the reaper has started (false while it is still starting, or if it could not).
+    pub fn is_up(&self) -> bool {
+        self.up.get() == Some(&true)
+    }
+}
+
 /// Starts the reaper of this process's slot cgroups (see [`REAPER_ARG`]): `program args... reap
 /// <pid>`, with the write end of a pipe kept open here, so that the reaper reads end-of-file
 /// when this process ends. It runs in a process group of its own, so a terminal's Ctrl-C that
@@ -27,10 +43,7 @@ pub const REAPER_ARG: &str = "reap";
 /// start waits for the child's exec (about a millisecond), which the first slot need not wait
 /// for. Should this process be killed before the reaper is up, the next sandbox's start sweeps
 /// the groups it left.
-pub fn spawn_reaper(
-    program: &std::path::Path,
-    args: &[String],
-) -> std::io::Result<std::os::fd::OwnedFd> {
+pub fn spawn_reaper(program: &std::path::Path, args: &[String]) -> std::io::Result<Reaper> {
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let mut command = std::process::Command::new(program);
     command
@@ -42,20 +55,26 @@ pub fn spawn_reaper(
         .stderr(std::process::Stdio::null())
         .process_group(0);
     let program = program.to_owned();
+    let up = std::sync::Arc::new(std::sync::OnceLock::new());
+    let set = std::sync::Arc::clone(&up);
     // The thread also waits for the reaper, so that it never lingers as a zombie of this process.
     std::thread::Builder::new().name("sandbox-reaper".into()).spawn(move || {
         match command.spawn() {
             Ok(mut child) => {
+                let _ = set.set(true);
                 let _ = child.wait();
             }
-            Err(e) => tracing::warn!(
-                "no reaper for slot cgroups (a killed process leaves them until the next \
-                 sandbox starts): cannot start {}: {e}",
-                program.display()
-            ),
+            Err(e) => {
+                let _ = set.set(false);
+                tracing::warn!(
+                    "no reaper for slot cgroups (a killed process leaves them until the next \
+                     sandbox starts): cannot start {}: {e}",
+                    program.display()
+                );
+            }
         }
     })?;
-    Ok(write)
+    Ok(Reaper { _pipe: write, up })
 }
 
 /// Starts the helper `program args... 0 <spec>` with `socket` as its standard input (descriptor
@@ -90,4 +109,31 @@ pub fn register(
     // SAFETY: an OwnedFd stays open, and always returns the same descriptor, until it is dropped,
     // which happens only with the AsyncFd that owns it.
     unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the reaper's start is over, waiting up to five seconds for it.
+    fn settled(reaper: &Reaper) -> Option<bool> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Some(up) = reaper.up.get() {
+                return Some(*up);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        None
+    }
+
+    #[test]
+    fn a_reaper_counts_as_up_only_once_it_has_started() {
+        let started = spawn_reaper(std::path::Path::new("/bin/true"), &[]).unwrap();
+        assert_eq!(settled(&started), Some(true));
+        assert!(started.is_up());
+        let missing = spawn_reaper(std::path::Path::new("/nonexistent/reaper"), &[]).unwrap();
+        assert_eq!(settled(&missing), Some(false));
+        assert!(!missing.is_up());
+    }
 }
