@@ -1,7 +1,8 @@
 //! Times `x W^T` for the shapes of SmolLM2-135M's layers at 1, 8 and 32 rows: candle's gemm
 //! (`x W^T` and `(W x^T)^T`) against temper's small-row kernel, and prints the largest difference;
 //! then the packed kernel (`prepacked`) on the shapes of a layer at 8 to 512 rows, in GFLOP/s.
-//! `cargo run --release -p temper-model --example matmul_probe` (set RAYON_NUM_THREADS: candle
+//! `cargo run --release -p temper-model --example matmul_probe [packed]` (`packed`: only the
+//! packed kernel; set RAYON_NUM_THREADS: candle
 //! reads /proc/cpuinfo before every product without it).
 #![allow(clippy::print_stdout, reason = "a measuring program prints its table")]
 
@@ -9,9 +10,13 @@ use candle_core::{Device, Tensor};
 use std::time::Instant;
 fn main() -> candle_core::Result<()> {
     let d = Device::Cpu;
+    let only_packed = std::env::args().nth(1).as_deref() == Some("packed");
     for (out, inp) in [(1536usize, 576usize), (576, 1536), (49152, 576)] {
         let w = Tensor::randn(0f32, 1.0, (out, inp), &d)?;
         for m in [1usize, 8, 32] {
+            if only_packed {
+                break;
+            }
             let x = Tensor::randn(0f32, 1.0, (m, inp), &d)?;
             let reps = if out > 10000 { 20 } else { 200 };
             let time = |f: &dyn Fn() -> candle_core::Result<Tensor>| {
@@ -34,17 +39,18 @@ fn main() -> candle_core::Result<()> {
     }
     // The packed kernel on a layer's products: query/key/value as one, gate/up as one, the
     // attention output and the MLP's down projection.
-    for m in [8usize, 32, 128, 512] {
+    for m in [1usize, 8, 16, 32, 128, 512] {
         let mut line = format!("packed m={m}:");
         for (out, inp) in [(960usize, 576usize), (3072, 576), (576, 576), (576, 1536)] {
             let w = Tensor::randn(0f32, 1.0, (out, inp), &d)?;
             let x = Tensor::randn(0f32, 1.0, (m, inp), &d)?;
             let packed =
                 temper_model::prepacked::PackedWeight::pack(&[&w])?.expect("f32 on the CPU");
-            let reps = (20_000_000 / (m * out * inp)).max(5);
             temper_model::prepacked::matmul_packed(&x, &packed)?;
-            let mut times = Vec::with_capacity(reps);
-            for _ in 0..reps {
+            // Calls for at least 300 ms, so that the median is of many.
+            let mut times = Vec::new();
+            let begun = Instant::now();
+            while times.len() < 5 || begun.elapsed().as_secs_f64() < 0.3 {
                 let t = Instant::now();
                 temper_model::prepacked::matmul_packed(&x, &packed)?;
                 times.push(t.elapsed().as_secs_f64());
