@@ -649,7 +649,8 @@ impl Worker {
     }
 
     /// The `n` sequences of an admitted request, sharing its prefilled cache (forked `n - 1`
-    /// times); a sequence whose copy failed is finished with an error instead.
+    /// times: an f32 CPU cache's blocks are shared until a sample writes into one); a sequence
+    /// whose fork failed is finished with an error instead.
     fn spawn(&self, w: Waiting, cache: KvCache) -> Vec<Seq> {
         let options = Arc::new(w.req.options);
         let stop_ids = Arc::new(stop_ids(&options, self.model.config()));

@@ -1,32 +1,104 @@
 //! The key/value cache of one sequence.
+//!
+//! For f32 models on the CPU (where [`crate::kernels::cached_attention`] reads the cache in
+//! place) the positions are held in fixed-size blocks of [`BLOCK`] positions: a growing sequence
+//! adds blocks and never copies what it holds, and [`KvCache::fork`] shares every block with the
+//! copy (the `n` samples of one prompt hold its keys and values once); a block is copied only when
+//! a cache that shares it writes into it (the last, partly filled one, or any block after a
+//! [`KvCache::truncate`]). Elsewhere (other dtypes, GPUs: the attention is composed from tensor
+//! ops, which want one tensor per sequence) the cache is one block per layer that grows by
+//! doubling, and a fork copies it.
+
+use std::sync::Arc;
 
 use candle_core::{DType, Device, Result, Tensor};
 
 use crate::ModelConfig;
 
-/// Keys and values of every position of one sequence so far, layer by layer, in buffers that
-/// grow by doubling (so appending a token copies nothing already there).
+/// Positions per block of a blocked cache.
+pub const BLOCK: usize = 64;
+
+/// One block of one layer: keys and values, `[kv_heads, capacity, head_dim]` each.
+#[derive(Debug)]
+struct Block {
+    k: Tensor,
+    v: Tensor,
+}
+
+/// Keys and values of every position of one sequence so far, layer by layer (see the module
+/// documentation for the two layouts).
 #[derive(Debug)]
 pub struct KvCache {
-    /// Per layer, `[kv_heads, capacity, head_dim]` buffers of keys and values.
-    layers: Vec<(Tensor, Tensor)>,
+    /// Per layer, its blocks in position order, each shared with the forks that hold it.
+    layers: Vec<Vec<Arc<Block>>>,
     num_layers: usize,
     len: usize,
-    capacity: usize,
+    /// Positions per block: [`BLOCK`], or the capacity of the one block when not blocked.
+    block: usize,
+    blocked: bool,
     kv_heads: usize,
     head_dim: usize,
     dtype: DType,
     device: Device,
 }
 
+/// A sequence's keys and values in one layer as [`crate::kernels::cached_attention`] reads them:
+/// the blocks in position order (each `[kv_heads, block, head_dim]`, the last possibly holding
+/// fewer than `block` positions in use) and the positions in use.
+#[derive(Debug, Clone)]
+pub struct KvView {
+    pub(crate) blocks: Vec<(Tensor, Tensor)>,
+    pub(crate) block: usize,
+    pub(crate) len: usize,
+}
+
+impl KvView {
+    /// One sequence's keys and values as single tensors (`[kv_heads, len, head_dim]`).
+    pub fn whole(k: Tensor, v: Tensor) -> Result<Self> {
+        let len = k.dim(1)?;
+        Ok(Self { blocks: vec![(k, v)], block: len.max(1), len })
+    }
+
+    /// Positions in use.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is in use.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The keys and values as `[kv_heads, len, head_dim]` tensors: views of a single block, a
+    /// copy joining several.
+    pub fn contiguous(&self) -> Result<(Tensor, Tensor)> {
+        let mut ks = Vec::with_capacity(self.blocks.len());
+        let mut vs = Vec::with_capacity(self.blocks.len());
+        for (b, (k, v)) in self.blocks.iter().enumerate() {
+            let used = self.len.saturating_sub(b * self.block).min(self.block);
+            if used == 0 {
+                break;
+            }
+            ks.push(k.narrow(1, 0, used)?);
+            vs.push(v.narrow(1, 0, used)?);
+        }
+        if ks.len() == 1 {
+            return Ok((ks.remove(0), vs.remove(0)));
+        }
+        Ok((Tensor::cat(&ks, 1)?, Tensor::cat(&vs, 1)?))
+    }
+}
+
 impl KvCache {
     /// An empty cache for a model of `cfg` (nothing is allocated before the first append).
     pub fn new(cfg: &ModelConfig, dtype: DType, device: &Device) -> Self {
+        let blocked = device.is_cpu() && dtype == DType::F32;
         Self {
-            layers: Vec::new(),
+            layers: vec![Vec::new(); cfg.num_hidden_layers],
             num_layers: cfg.num_hidden_layers,
             len: 0,
-            capacity: 0,
+            block: if blocked { BLOCK } else { 0 },
+            blocked,
             kv_heads: cfg.num_key_value_heads,
             head_dim: cfg.head_dim,
             dtype,
@@ -44,54 +116,96 @@ impl KvCache {
         self.len == 0
     }
 
+    /// Whether the positions are held in blocks of [`BLOCK`] (f32 on the CPU).
+    pub fn is_blocked(&self) -> bool {
+        self.blocked
+    }
+
+    /// Positions the cache can hold before it allocates again.
+    pub fn capacity(&self) -> usize {
+        self.layers.first().map_or(0, Vec::len) * self.block
+    }
+
+    /// Blocks of the first layer this cache holds together with another (a fork, or the cache it
+    /// was forked from).
+    pub fn shared_blocks(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.iter().filter(|b| Arc::strong_count(b) > 1).count())
+    }
+
+    fn empty_block(&self, capacity: usize) -> Result<Block> {
+        let shape = (self.kv_heads, capacity, self.head_dim);
+        Ok(Block {
+            k: Tensor::zeros(shape, self.dtype, &self.device)?,
+            v: Tensor::zeros(shape, self.dtype, &self.device)?,
+        })
+    }
+
     /// Makes room for `extra` more positions.
     pub(crate) fn reserve(&mut self, extra: usize) -> Result<()> {
         let needed = self.len + extra;
-        if needed <= self.capacity {
+        if needed <= self.capacity() {
             return Ok(());
         }
-        let capacity = needed.max(self.capacity * 2).max(16);
-        let shape = (self.kv_heads, capacity, self.head_dim);
-        let grow = |old: Option<&Tensor>| -> Result<Tensor> {
-            let new = Tensor::zeros(shape, self.dtype, &self.device)?;
-            if let Some(old) = old.filter(|_| self.len > 0) {
-                new.slice_set(&old.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
+        if self.blocked {
+            let blocks = needed.div_ceil(BLOCK);
+            for l in 0..self.num_layers {
+                while self.layers[l].len() < blocks {
+                    let block = Arc::new(self.empty_block(BLOCK)?);
+                    self.layers[l].push(block);
+                }
             }
-            Ok(new)
-        };
-        let mut layers = Vec::with_capacity(self.num_layers);
-        for i in 0..self.num_layers {
-            let old = self.layers.get(i);
-            layers.push((grow(old.map(|(k, _)| k))?, grow(old.map(|(_, v)| v))?));
+            return Ok(());
         }
-        self.layers = layers;
-        self.capacity = capacity;
+        // One block per layer, grown by doubling (so appending a token copies nothing already
+        // there, amortised).
+        let capacity = needed.max(self.block * 2).max(16);
+        for l in 0..self.num_layers {
+            let grown = self.empty_block(capacity)?;
+            if let Some(old) = self.layers[l].first().filter(|_| self.len > 0) {
+                grown.k.slice_set(&old.k.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
+                grown.v.slice_set(&old.v.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
+            }
+            self.layers[l] = vec![Arc::new(grown)];
+        }
+        self.block = capacity;
         Ok(())
     }
 
     /// Writes the keys and values (`[kv_heads, n, head_dim]`) of `n` new positions of `layer`
-    /// after those held, and returns all of them (`[kv_heads, len + n, head_dim]`, views into the
-    /// cache's buffers, valid until the next append). The new
+    /// after those held, and returns all of them (the blocks, shared, not copied; valid until the
+    /// next append). A block held with another cache is copied before it is written. The new
     /// positions count once [`KvCache::advance`] is called, after every layer.
-    pub(crate) fn append(
-        &mut self,
-        layer: usize,
-        k: &Tensor,
-        v: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
+    pub(crate) fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<KvView> {
         let n = k.dim(1)?;
-        if self.len + n > self.capacity {
+        if self.len + n > self.capacity() {
             candle_core::bail!(
                 "kv cache: {} positions reserved, {} needed",
-                self.capacity,
+                self.capacity(),
                 self.len + n
             );
         }
-        let (kb, vb) = &self.layers[layer];
-        kb.slice_set(&k.detach().to_dtype(self.dtype)?.contiguous()?, 1, self.len)?;
-        vb.slice_set(&v.detach().to_dtype(self.dtype)?.contiguous()?, 1, self.len)?;
-        // Views into the buffers, not copies: the attention matmuls read strided batches.
-        Ok((kb.narrow(1, 0, self.len + n)?, vb.narrow(1, 0, self.len + n)?))
+        let k = k.detach().to_dtype(self.dtype)?;
+        let v = v.detach().to_dtype(self.dtype)?;
+        let mut at = self.len;
+        while at < self.len + n {
+            let (b, offset) = (at / self.block, at % self.block);
+            let take = (self.block - offset).min(self.len + n - at);
+            let slot = &mut self.layers[layer][b];
+            if Arc::strong_count(slot) > 1 {
+                let copy = Block { k: slot.k.copy()?, v: slot.v.copy()? };
+                *slot = Arc::new(copy);
+            }
+            let from = at - self.len;
+            slot.k.slice_set(&k.narrow(1, from, take)?.contiguous()?, 1, offset)?;
+            slot.v.slice_set(&v.narrow(1, from, take)?.contiguous()?, 1, offset)?;
+            at += take;
+        }
+        let used = if self.block == 0 { 0 } else { (self.len + n).div_ceil(self.block) };
+        Ok(KvView {
+            blocks: self.layers[layer][..used].iter().map(|b| (b.k.clone(), b.v.clone())).collect(),
+            block: self.block,
+            len: self.len + n,
+        })
     }
 
     /// Counts `n` positions written to every layer.
@@ -99,22 +213,34 @@ impl KvCache {
         self.len += n;
     }
 
-    /// An independent copy (for several samples continuing one prompt).
+    /// A cache that continues independently from the same positions (for several samples of one
+    /// prompt): blocked, it shares every block (each side copies a block only when it writes into
+    /// it); otherwise a copy.
     pub fn fork(&self) -> Result<Self> {
-        let mut copy = Self {
-            layers: Vec::with_capacity(self.layers.len()),
+        let layers = if self.blocked {
+            self.layers.clone()
+        } else {
+            let mut layers = Vec::with_capacity(self.num_layers);
+            for blocks in &self.layers {
+                let mut copied = Vec::with_capacity(blocks.len());
+                for b in blocks {
+                    copied.push(Arc::new(Block { k: b.k.copy()?, v: b.v.copy()? }));
+                }
+                layers.push(copied);
+            }
+            layers
+        };
+        Ok(Self {
+            layers,
             num_layers: self.num_layers,
             len: self.len,
-            capacity: self.capacity,
+            block: self.block,
+            blocked: self.blocked,
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             dtype: self.dtype,
             device: self.device.clone(),
-        };
-        for (k, v) in &self.layers {
-            copy.layers.push((k.copy()?, v.copy()?));
-        }
-        Ok(copy)
+        })
     }
 
     /// Forgets every position from `len` on.

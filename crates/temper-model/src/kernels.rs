@@ -14,6 +14,8 @@
 
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use multiversion::multiversion;
+
+use crate::cache::KvView;
 use rayon::prelude::*;
 
 /// Largest number of input rows the kernel takes (more go to gemm, which is efficient there).
@@ -179,17 +181,18 @@ fn cpu_f32(storage: &candle_core::Storage) -> Option<&[f32]> {
     }
 }
 
-/// One sequence's keys or values as the decode kernel reads them: head `h`, position `j`,
-/// element `d` at `data[offset + h * head_stride + j * row_stride + d]`.
-struct Rows<'a> {
+/// One block of a sequence's keys or values: head `h`, position `j` of the block, element `d` at
+/// `data[offset + h * head_stride + j * row_stride + d]`.
+struct Span<'a> {
     data: &'a [f32],
     offset: usize,
     head_stride: usize,
     row_stride: usize,
 }
 
-impl<'a> Rows<'a> {
-    /// Reads the layout of a `[kv_heads, len, head_dim]` view whose last dimension is contiguous.
+impl<'a> Span<'a> {
+    /// Reads the layout of a `[kv_heads, positions, head_dim]` view whose last dimension is
+    /// contiguous.
     fn of(data: &'a [f32], l: &Layout, head_dim: usize) -> Option<Self> {
         let (stride, dims) = (l.stride(), l.dims());
         if dims.len() != 3 || dims[2] != head_dim || (head_dim > 1 && stride[2] != 1) {
@@ -207,10 +210,33 @@ impl<'a> Rows<'a> {
             row_stride: stride[1],
         })
     }
+}
+
+/// One sequence's keys or values as the decode kernel reads them: blocks of `1 << shift`
+/// positions (or a single block of any size, `shift` then past every position).
+struct Rows<'a> {
+    blocks: Vec<Span<'a>>,
+    shift: u32,
+    mask: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// `len` positions held in `blocks` of `block` positions each (all but the last full).
+    fn of(blocks: Vec<Span<'a>>, block: usize, len: usize) -> Option<Self> {
+        if blocks.len() == 1 {
+            return Some(Self { blocks, shift: usize::BITS - 1, mask: usize::MAX });
+        }
+        (block.is_power_of_two() && blocks.len() * block >= len).then(|| Self {
+            blocks,
+            shift: block.trailing_zeros(),
+            mask: block - 1,
+        })
+    }
 
     fn row(&self, h: usize, j: usize, head_dim: usize) -> &'a [f32] {
-        let at = self.offset + h * self.head_stride + j * self.row_stride;
-        &self.data[at..at + head_dim]
+        let b = &self.blocks[j >> self.shift];
+        let at = b.offset + h * b.head_stride + (j & self.mask) * b.row_stride;
+        &b.data[at..at + head_dim]
     }
 }
 
@@ -221,16 +247,12 @@ impl<'a> Rows<'a> {
 ///
 /// `q` is `[n, heads, head_dim]`: the new positions of every sequence one after another,
 /// sequence `i` taking `lens[i]` of them. `kv[i]` are sequence `i`'s keys and values including
-/// those new positions (`[kv_heads, len_i, head_dim]`, typically views into its cache's buffers),
-/// so new position `r` of sequence `i` sees its first `len_i − lens[i] + r + 1` keys. Query heads
-/// share key/value heads in consecutive groups. Returns `[n, heads * head_dim]`, or `None` when
-/// the tensors are not f32 on the CPU with a contiguous last dimension (the caller then composes
-/// the attention from tensor ops). Inference only: it has no backward.
-pub fn cached_attention(
-    q: &Tensor,
-    kv: &[(Tensor, Tensor)],
-    lens: &[usize],
-) -> Result<Option<Tensor>> {
+/// those new positions (typically its cache's blocks, read in place), so new position `r` of
+/// sequence `i` sees its first `len_i − lens[i] + r + 1` keys. Query heads share key/value heads
+/// in consecutive groups. Returns `[n, heads * head_dim]`, or `None` when the tensors are not f32
+/// on the CPU with a contiguous last dimension (the caller then composes the attention from tensor
+/// ops). Inference only: it has no backward.
+pub fn cached_attention(q: &Tensor, kv: &[KvView], lens: &[usize]) -> Result<Option<Tensor>> {
     let (n, heads, head_dim) = q.dims3()?;
     if lens.len() != kv.len() || lens.iter().sum::<usize>() != n {
         candle_core::bail!("attention: {n} query positions for sequences of {lens:?} new ones");
@@ -238,7 +260,10 @@ pub fn cached_attention(
     if n == 0 || !q.device().is_cpu() || q.dtype() != DType::F32 {
         return Ok(None);
     }
-    let kv_heads = kv[0].0.dim(0)?;
+    let Some((first_k, _)) = kv[0].blocks.first() else {
+        candle_core::bail!("attention: a sequence with no keys");
+    };
+    let kv_heads = first_k.dim(0)?;
     if kv_heads == 0 || heads % kv_heads != 0 {
         candle_core::bail!("attention: {heads} heads over {kv_heads} kv heads");
     }
@@ -248,25 +273,51 @@ pub fn cached_attention(
     let Some(qs) = cpu_f32(&q_storage) else { return Ok(None) };
     let Some((q_start, q_end)) = q_layout.contiguous_offsets() else { return Ok(None) };
     let qs = &qs[q_start..q_end];
-    // Read locks on every sequence's buffers for the whole pass (appends take write locks, and
+    // Read locks on every sequence's blocks for the whole pass (appends take write locks, and
     // come before this call).
-    let guards: Vec<_> =
-        kv.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect();
+    let guards: Vec<Vec<_>> = kv
+        .iter()
+        .map(|view| {
+            view.blocks
+                .iter()
+                .map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout()))
+                .collect()
+        })
+        .collect();
     let mut seqs = Vec::with_capacity(kv.len());
     // For each query position: its sequence and how many keys it sees.
     let mut rows = Vec::with_capacity(n);
-    for (i, ((((ks, kl), (vs, vl)), (k, _)), &new)) in guards.iter().zip(kv).zip(lens).enumerate() {
-        let (kv_h, len, _) = k.dims3()?;
-        if kv_h != kv_heads || vl.dims() != kl.dims() || len < new || new == 0 {
-            candle_core::bail!(
-                "attention: keys {:?} and values {:?} for {new} new positions",
-                kl.dims(),
-                vl.dims()
-            );
+    for (i, ((blocks, view), &new)) in guards.iter().zip(kv).zip(lens).enumerate() {
+        let len = view.len;
+        let (mut ks, mut vs) = (Vec::with_capacity(blocks.len()), Vec::with_capacity(blocks.len()));
+        for (((kst, kl), (vst, vl)), (k, _)) in blocks.iter().zip(&view.blocks) {
+            let (kv_h, held, _) = k.dims3()?;
+            let short = if view.blocks.len() == 1 { held < len } else { held < view.block };
+            if kv_h != kv_heads || vl.dims() != kl.dims() || short {
+                candle_core::bail!(
+                    "attention: keys {:?} and values {:?} for {len} positions",
+                    kl.dims(),
+                    vl.dims()
+                );
+            }
+            let (Some(kd), Some(vd)) = (cpu_f32(kst), cpu_f32(vst)) else { return Ok(None) };
+            let (Some(kr), Some(vr)) = (Span::of(kd, kl, head_dim), Span::of(vd, vl, head_dim))
+            else {
+                return Ok(None);
+            };
+            ks.push(kr);
+            vs.push(vr);
         }
-        let (Some(kd), Some(vd)) = (cpu_f32(ks), cpu_f32(vs)) else { return Ok(None) };
-        let (Some(kr), Some(vr)) = (Rows::of(kd, kl, head_dim), Rows::of(vd, vl, head_dim)) else {
-            return Ok(None);
+        if len < new || new == 0 {
+            candle_core::bail!("attention: {len} keys for {new} new positions");
+        }
+        let (Some(kr), Some(vr)) = (Rows::of(ks, view.block, len), Rows::of(vs, view.block, len))
+        else {
+            candle_core::bail!(
+                "attention: {len} positions in {} blocks of {}",
+                view.blocks.len(),
+                view.block
+            );
         };
         seqs.push((kr, vr));
         rows.extend((len - new + 1..=len).map(|seen| (i, seen)));
@@ -543,7 +594,7 @@ mod tests {
         let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
         let n: usize = lens.iter().sum();
         let q = (filled((n, heads, d), 1) * 3.0).unwrap();
-        let kv: Vec<(Tensor, Tensor)> = seqs
+        let whole: Vec<(Tensor, Tensor)> = seqs
             .iter()
             .enumerate()
             .map(|(i, &(len, _))| {
@@ -553,10 +604,28 @@ mod tests {
                 (k, v)
             })
             .collect();
+        // Every other sequence as blocks of 8 positions (views into the same buffers; the last
+        // block's unused positions hold values the kernel must not read).
+        let kv: Vec<KvView> = seqs
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, _))| {
+                if i % 2 == 0 {
+                    let (k, v) = &whole[i];
+                    return KvView::whole(k.clone(), v.clone()).unwrap();
+                }
+                let k = filled((kv_heads, 40, d), 10 + i);
+                let v = filled((kv_heads, 40, d), 20 + i);
+                let blocks = (0..len.div_ceil(8))
+                    .map(|b| (k.narrow(1, b * 8, 8).unwrap(), v.narrow(1, b * 8, 8).unwrap()))
+                    .collect();
+                KvView { blocks, block: 8, len }
+            })
+            .collect();
         let got = cached_attention(&q, &kv, &lens).unwrap().expect("f32 on the CPU");
         assert_eq!(got.dims(), [n, heads * d]);
         let mut at = 0;
-        for (i, (k, v)) in kv.iter().enumerate() {
+        for (i, (k, v)) in whole.iter().enumerate() {
             let new = lens[i];
             let want = crate::ops::causal_attention(&q.narrow(0, at, new).unwrap(), k, v).unwrap();
             let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
@@ -568,17 +637,27 @@ mod tests {
         }
         // Not applicable: the caller composes it.
         let q64 = q.to_dtype(DType::F64).unwrap();
-        let kv64: Vec<_> = kv
+        let kv64: Vec<_> = whole
             .iter()
-            .map(|(k, v)| (k.to_dtype(DType::F64).unwrap(), v.to_dtype(DType::F64).unwrap()))
+            .map(|(k, v)| {
+                KvView::whole(k.to_dtype(DType::F64).unwrap(), v.to_dtype(DType::F64).unwrap())
+                    .unwrap()
+            })
             .collect();
         assert!(cached_attention(&q64, &kv64, &lens).unwrap().is_none());
-        // Heads that do not divide, or more new positions than keys: errors, not wrong answers.
-        let bad = [(filled((4, 3, d), 5), filled((4, 3, d), 6))];
+        // Heads that do not divide, more new positions than keys, blocks that do not hold the
+        // positions or are not a power of two long: errors, not wrong answers.
+        let view = |k: Tensor, v: Tensor| [KvView::whole(k, v).unwrap()];
+        let bad = view(filled((4, 3, d), 5), filled((4, 3, d), 6));
         assert!(cached_attention(&filled((1, 6, d), 7), &bad, &[1]).is_err());
-        let short = [(filled((2, 3, d), 5), filled((2, 3, d), 6))];
+        let short = view(filled((2, 3, d), 5), filled((2, 3, d), 6));
         assert!(cached_attention(&filled((4, 6, d), 7), &short, &[4]).is_err());
         assert!(cached_attention(&filled((2, 6, d), 7), &short, &[1]).is_err());
+        let block = (filled((2, 8, d), 5), filled((2, 8, d), 6));
+        let few = [KvView { blocks: vec![block.clone(), block.clone()], block: 8, len: 17 }];
+        assert!(cached_attention(&filled((1, 6, d), 7), &few, &[1]).is_err());
+        let odd = [KvView { blocks: vec![block.clone(), block], block: 6, len: 12 }];
+        assert!(cached_attention(&filled((1, 6, d), 7), &odd, &[1]).is_err());
     }
 
     /// `silu(g) · u` of the two halves equals candle's SiLU times the second half.

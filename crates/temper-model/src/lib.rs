@@ -26,7 +26,7 @@ pub mod tokenizer;
 pub mod train;
 pub mod weights;
 
-mod cache;
+pub mod cache;
 pub mod init;
 mod pretrained;
 mod transformer;

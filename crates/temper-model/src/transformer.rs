@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use candle_core::{DType, Device, Tensor, Var};
 
+use crate::cache::KvView;
 use crate::ops::{self, Rope, causal_attention, linear, rms_norm};
 use crate::prepacked::{self, PackedWeight, matmul_packed};
 use crate::{Gating, KvCache, ModelConfig, ModelError, init, kernels};
@@ -698,7 +699,7 @@ impl Transformer {
             let vi = v.narrow(1, offset, len)?;
             kvs.push(match caches.as_deref_mut() {
                 Some(caches) => caches[i].append(l, &ki, &vi)?,
-                None => (ki, vi),
+                None => KvView::whole(ki, vi)?,
             });
         }
         // Every sequence, position and head in one kernel pass where it applies (f32 on the CPU).
@@ -711,8 +712,9 @@ impl Transformer {
             }
         }
         let mut outs = Vec::with_capacity(spans.len());
-        for (&(offset, len), (ka, va)) in spans.iter().zip(&kvs) {
-            outs.push(causal_attention(&q.narrow(0, offset, len)?, ka, va)?);
+        for (&(offset, len), view) in spans.iter().zip(&kvs) {
+            let (ka, va) = view.contiguous()?;
+            outs.push(causal_attention(&q.narrow(0, offset, len)?, &ka, &va)?);
         }
         if outs.len() == 1 { Ok(outs.remove(0)) } else { Tensor::cat(&outs, 0) }
     }

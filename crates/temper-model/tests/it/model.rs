@@ -122,25 +122,36 @@ fn model_gradient_matches_finite_differences() {
     }
 }
 
+/// A prefill, then one token at a time, gives the full forward's logits: in f32 on the CPU the
+/// cache is blocked (150 positions cross two block boundaries, one inside the prefill), in f64 it
+/// is one buffer that grows past its first 16 rows.
 #[test]
 fn cached_decode_equals_full_forward() {
     for cfg in configs() {
         let arch = cfg.architecture;
-        let model = Transformer::init_random(cfg, 3, &crate::dev()).unwrap();
-        let toks = tokens(40, 5, 50);
-        let full = model.forward(&toks).unwrap();
-
-        // A prefill of 7, then one token at a time (the cache grows past its first 16 rows).
-        let mut cache = model.new_cache();
-        let pre = model.step(&[&toks[..7]], &mut [&mut cache], Logits::All).unwrap();
-        let d = max_abs_diff(&pre[0], &full.narrow(0, 0, 7).unwrap());
-        assert!(d < 1e-5, "{arch:?}: prefill differs by {d}");
-        for p in 7..toks.len() {
-            let out = model.step(&[&toks[p..p + 1]], &mut [&mut cache], Logits::Last).unwrap();
-            let d = max_abs_diff(&out[0], &full.get(p).unwrap());
-            assert!(d < 1e-5, "{arch:?}: position {p} differs by {d}");
+        let f32_model = Transformer::init_random(cfg.clone(), 3, &crate::dev()).unwrap();
+        let f64_model =
+            Transformer::from_tensors(cfg, f32_model.tensors(), DType::F64, &crate::dev()).unwrap();
+        for (model, len, prefill) in [(&f32_model, 150, 70), (&f64_model, 40, 7)] {
+            let toks = tokens(len, 5, 50);
+            let full = model.forward(&toks).unwrap();
+            let mut cache = model.new_cache();
+            let blocked = model.dtype() == DType::F32 && crate::dev().is_cpu();
+            assert_eq!(cache.is_blocked(), blocked);
+            let pre = model.step(&[&toks[..prefill]], &mut [&mut cache], Logits::All).unwrap();
+            let d = max_abs_diff(&pre[0], &full.narrow(0, 0, prefill).unwrap());
+            assert!(d < 1e-5, "{arch:?}: prefill differs by {d}");
+            for p in prefill..toks.len() {
+                let out = model.step(&[&toks[p..p + 1]], &mut [&mut cache], Logits::Last).unwrap();
+                let d = max_abs_diff(&out[0], &full.get(p).unwrap());
+                assert!(d < 1e-5, "{arch:?} {:?}: position {p} differs by {d}", model.dtype());
+            }
+            assert_eq!(cache.len(), toks.len());
+            if blocked {
+                // Grown block by block: room for the positions held and less than a block more.
+                assert_eq!(cache.capacity(), len.div_ceil(temper_model::cache::BLOCK) * 64);
+            }
         }
-        assert_eq!(cache.len(), toks.len());
     }
 }
 
@@ -197,18 +208,29 @@ fn ragged_batch_matches_each_sequence_alone() {
     assert!(max_abs_diff(&last[0], &fc.get(16).unwrap()) < 1e-5);
 }
 
+/// Forks continue independently of the cache they came from, and of each other: in f32 on the
+/// CPU they share the prompt's blocks (70 positions: one full block, one partly filled), and a
+/// side that writes into a shared block copies it first.
 #[test]
 fn forked_caches_continue_independently() {
     let model = Transformer::init_random(configs().remove(0), 5, &crate::dev()).unwrap();
-    let prompt = tokens(6, 9, 50);
+    let prompt = tokens(70, 9, 50);
     let mut base = model.new_cache();
     model.step(&[&prompt], &mut [&mut base], Logits::Last).unwrap();
     let mut fork = base.fork().unwrap();
+    let blocked = base.is_blocked();
+    if blocked {
+        assert_eq!((base.shared_blocks(), fork.shared_blocks()), (2, 2));
+    }
     let (x, y) = (vec![1u32, 2, 3], vec![40u32, 41, 42]);
     for i in 0..3 {
         model
             .step(&[&x[i..i + 1], &y[i..i + 1]], &mut [&mut base, &mut fork], Logits::Last)
             .unwrap();
+    }
+    if blocked {
+        // The partly filled block was copied once written; the full one is still held once.
+        assert_eq!((base.shared_blocks(), fork.shared_blocks()), (1, 1));
     }
     for (cache, cont) in [(&mut base, &x), (&mut fork, &y)] {
         let seq: Vec<u32> = prompt.iter().chain(cont.iter()).copied().chain([7]).collect();
@@ -216,12 +238,17 @@ fn forked_caches_continue_independently() {
         let out = model.step(&[&[7]], &mut [cache], Logits::Last).unwrap();
         assert!(max_abs_diff(&out[0], &full.get(seq.len() - 1).unwrap()) < 1e-5);
     }
-    // Truncating back to the prompt and continuing gives the prompt's continuation again.
+    // Truncating a fork back into the shared full block and continuing gives the prompt's
+    // continuation from there, and leaves the cache it came from as it was.
     let mut t: KvCache = base.fork().unwrap();
-    t.truncate(prompt.len());
-    let seq: Vec<u32> = prompt.iter().copied().chain([9]).collect();
+    t.truncate(30);
+    let seq: Vec<u32> = prompt[..30].iter().copied().chain([9]).collect();
     let out = model.step(&[&[9]], &mut [&mut t], Logits::Last).unwrap();
-    assert!(max_abs_diff(&out[0], &model.forward(&seq).unwrap().get(6).unwrap()) < 1e-5);
+    assert!(max_abs_diff(&out[0], &model.forward(&seq).unwrap().get(30).unwrap()) < 1e-5);
+    let seq: Vec<u32> = prompt.iter().chain(&x).copied().chain([7, 8]).collect();
+    let out = model.step(&[&[8]], &mut [&mut base], Logits::Last).unwrap();
+    let want = model.forward(&seq).unwrap().get(seq.len() - 1).unwrap();
+    assert!(max_abs_diff(&out[0], &want) < 1e-5);
 }
 
 #[test]
