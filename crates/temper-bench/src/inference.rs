@@ -76,6 +76,9 @@ pub async fn run(args: InferenceBenchArgs) -> anyhow::Result<()> {
             max_running: groups.iter().copied().fold(max_batch, usize::max),
             max_step_tokens: max_batch * args.prompt_len,
             sample_on: args.sample_on.parse().map_err(anyhow::Error::msg)?,
+            // Every round sends the same prompts: kept prefixes would skip the prefills measured
+            // (the reference sides keep nothing between requests either).
+            prefix_cache_tokens: 0,
             ..Default::default()
         },
         0,

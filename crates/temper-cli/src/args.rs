@@ -582,6 +582,12 @@ pub struct InferenceServeArgs {
     /// the context length).
     #[arg(long, default_value_t = 0)]
     pub max_kv_tokens: usize,
+    /// Prompt positions kept after their prefill for later prompts that begin with the same
+    /// tokens (in whole blocks of 64: a shared system prompt, a conversation's earlier turns), so
+    /// their keys and values are not computed again; least recently used first out, all out on a
+    /// weight update (0: keep none).
+    #[arg(long, default_value_t = 4096)]
+    pub prefix_cache_tokens: usize,
     /// Longest context served (default: the model's).
     #[arg(long)]
     pub max_model_len: Option<usize>,

@@ -21,6 +21,8 @@ use rand_chacha::ChaCha8Rng;
 use temper_model::{KvCache, Logits, ModelConfig, StreamDecoder, Tokenizer, Transformer};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+use crate::prefix::PrefixCache;
+
 use crate::sampling::{
     DEVICE_DRAW_BYTES, DevicePick, Draw, SamplingOptions, device_drawable, draw, draw_on_device,
 };
@@ -48,6 +50,11 @@ pub struct EngineConfig {
     pub max_kv_tokens: usize,
     /// Where tokens are drawn from the logits (see [`SampleOn`]).
     pub sample_on: SampleOn,
+    /// Prompt positions kept after their prefill for later prompts that begin with the same
+    /// tokens (in whole blocks of 64: a shared system prompt, a conversation's earlier turns),
+    /// whose keys and values are then not computed again; least recently used first out, all out
+    /// when the weights change. 0 keeps none.
+    pub prefix_cache_tokens: usize,
 }
 
 /// Where the engine draws tokens from the logits of a step.
@@ -87,6 +94,7 @@ impl Default for EngineConfig {
             threads: 0,
             max_kv_tokens: 0,
             sample_on: SampleOn::Auto,
+            prefix_cache_tokens: 4096,
         }
     }
 }
@@ -161,6 +169,10 @@ pub enum SubmitError {
 pub struct Stats {
     /// Prompt tokens prefilled (re-prefills after a weight update included).
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens whose keys and values came from kept prefixes instead of a prefill.
+    pub prefix_hit_tokens: AtomicU64,
+    /// Prompt positions kept for later prompts (see [`EngineConfig::prefix_cache_tokens`]).
+    pub prefix_cache_tokens: AtomicUsize,
     /// Tokens generated.
     pub generated_tokens: AtomicU64,
     /// Steps run.
@@ -247,6 +259,7 @@ impl Engine {
             model,
             version,
             tokenizer: tokenizer.clone(),
+            prefixes: PrefixCache::new(cfg.prefix_cache_tokens),
             cfg,
             stats: stats.clone(),
             max_kv_tokens,
@@ -426,6 +439,8 @@ struct Worker {
     running: Vec<Seq>,
     /// Admitted requests whose prompts are partly in their caches, oldest first.
     prefilling: Vec<Prefill>,
+    /// Prompt prefixes kept for later prompts.
+    prefixes: PrefixCache,
 }
 
 /// An admitted request while its prompt is prefilled, chunk by chunk.
@@ -493,6 +508,8 @@ impl Worker {
         self.model = freeze(model);
         self.version = version;
         self.stats.version.store(version, Ordering::Relaxed);
+        self.prefixes.clear();
+        self.stats.prefix_cache_tokens.store(0, Ordering::Relaxed);
         for seq in &mut self.running {
             seq.cache = self.model.new_cache();
             seq.pending = seq.tokens.clone();
@@ -544,10 +561,13 @@ impl Worker {
             }
             seqs += w.req.n;
             kv = kv.saturating_add(need);
-            budget = budget.saturating_sub(w.req.prompt.len());
             self.stats.waiting.fetch_sub(1, Ordering::Relaxed);
             let w = waiting.pop_front().expect("the front was there");
-            self.prefilling.push(Prefill { w, cache: self.model.new_cache(), done: 0 });
+            let (done, cache) =
+                self.prefixes.lookup(&w.req.prompt).unwrap_or_else(|| (0, self.model.new_cache()));
+            self.stats.prefix_hit_tokens.fetch_add(done as u64, Ordering::Relaxed);
+            budget = budget.saturating_sub(w.req.prompt.len() - done);
+            self.prefilling.push(Prefill { w, cache, done });
         }
     }
 
@@ -604,6 +624,8 @@ impl Worker {
             if result.is_err() {
                 failed.push(p.w);
             } else if p.done == p.w.req.prompt.len() {
+                self.prefixes.insert(&p.w.req.prompt, &p.cache);
+                self.stats.prefix_cache_tokens.store(self.prefixes.held(), Ordering::Relaxed);
                 seqs.extend(self.spawn(p.w, p.cache).into_iter().map(|s| (row, s)));
             } else {
                 still.push(p);

@@ -9,6 +9,7 @@
 
 pub mod engine;
 pub mod local;
+mod prefix;
 pub mod sampling;
 pub mod server;
 pub mod toolcall;

@@ -981,6 +981,11 @@ async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
     let mut m = Scrape::new("temper_inference", &Identity::of_process("inference"));
     m.counter("prompt_tokens", "Prompt tokens prefilled.", load(&s.prompt_tokens));
+    m.counter(
+        "prefix_cache_hit_tokens",
+        "Prompt tokens whose keys and values came from kept prefixes, not a prefill.",
+        load(&s.prefix_hit_tokens),
+    );
     m.counter("generated_tokens", "Tokens generated.", load(&s.generated_tokens));
     m.counter("requests", "Requests finished.", load(&s.requests));
     m.counter("steps", "Engine steps run.", load(&s.steps));
@@ -998,6 +1003,11 @@ async fn metrics(State(st): State<Arc<ServerState>>) -> impl IntoResponse {
     m.gauge("queue_depth", "Requests waiting to start.", size(&s.waiting));
     m.gauge("running_sequences", "Sequences decoding.", size(&s.running));
     m.gauge("kv_cache_tokens", "Positions held in key/value caches.", size(&s.kv_tokens));
+    m.gauge(
+        "prefix_cache_tokens",
+        "Prompt positions kept for later prompts that begin with them.",
+        size(&s.prefix_cache_tokens),
+    );
     m.gauge("weight_version", "Weight version being served.", load(&s.version));
     m.gauge(
         "paused",

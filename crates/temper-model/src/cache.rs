@@ -230,17 +230,39 @@ impl KvCache {
             }
             layers
         };
+        Ok(Self { layers, len: self.len, ..self.fork_shape() })
+    }
+
+    /// A cache holding this one's first `len` positions (at most those held): blocked, it shares
+    /// the blocks that hold them and no other; otherwise a copy.
+    pub fn prefix(&self, len: usize) -> Result<Self> {
+        let len = len.min(self.len);
+        if !self.blocked {
+            let mut copy = self.fork()?;
+            copy.truncate(len);
+            return Ok(copy);
+        }
+        let blocks = len.div_ceil(BLOCK);
         Ok(Self {
-            layers,
+            layers: self.layers.iter().map(|l| l[..blocks].to_vec()).collect(),
+            len,
+            ..self.fork_shape()
+        })
+    }
+
+    /// An empty cache of this one's shape and layout.
+    fn fork_shape(&self) -> Self {
+        Self {
+            layers: vec![Vec::new(); self.num_layers],
             num_layers: self.num_layers,
-            len: self.len,
+            len: 0,
             block: self.block,
             blocked: self.blocked,
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             dtype: self.dtype,
             device: self.device.clone(),
-        })
+        }
     }
 
     /// Forgets every position from `len` on.

@@ -107,6 +107,7 @@ async fn serve(args: InferenceServeArgs) -> anyhow::Result<()> {
             threads: 0,
             max_kv_tokens: args.max_kv_tokens,
             sample_on: temper_inference::SampleOn::Auto,
+            prefix_cache_tokens: args.prefix_cache_tokens,
         },
         0,
     );

@@ -395,3 +395,52 @@ async fn drawing_on_the_device_matches_the_host_and_copies_back_only_the_draws()
     assert_eq!(bytes(&host) - h0, 24 * 257 * 4);
     assert_eq!(bytes(&device) - d0, 24 * 8);
 }
+
+/// A prompt that begins with a kept prefix (whole blocks of 64 positions) prefills only the rest,
+/// to the same tokens and logprobs as a whole prefill; a prompt that is all kept still prefills
+/// its last block (its logits start the completion); a weight update forgets every prefix; with
+/// none kept, every prompt is prefilled whole.
+#[tokio::test]
+async fn prompts_that_share_a_prefix_prefill_only_the_rest() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let reference = sharp(6);
+    let system: Vec<u32> = (0..130u32).map(|j| (j * 13 + 5) % 250).collect();
+    let ask = |tail: &[u32]| system.iter().chain(tail).copied().collect::<Vec<u32>>();
+    let (a, b, c) = (ask(&[7, 8, 9]), ask(&[40, 41]), system[..128].to_vec());
+    for keep in [4096, 0] {
+        let cfg = EngineConfig { prefix_cache_tokens: keep, ..Default::default() };
+        let e = Engine::start(sharp(6), bytes_tokenizer(), cfg, 0);
+        let counts = || {
+            let s = e.stats();
+            (s.prompt_tokens.load(Relaxed), s.prefix_hit_tokens.load(Relaxed))
+        };
+        let first = run(&e, Request { prompt: a.clone(), options: opts(0.0, 6), n: 1 }).await;
+        assert_eq!(first[0].ids, greedy_reference(&reference, &a, 6));
+        assert_eq!(counts(), (133, 0));
+        // 128 of b's 132 tokens are a's first two blocks.
+        let sampled = SamplingOptions { seed: Some(3), ..opts(1.0, 8) };
+        let second = run(&e, Request { prompt: b.clone(), options: sampled, n: 2 }).await;
+        for out in &second {
+            let want = forward_logprobs(&reference, &b, &out.ids, 1.0);
+            let worst =
+                out.logprobs.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            assert!(worst <= 1e-4, "keep {keep}: logprobs differ from a forward by {worst}");
+        }
+        let greedy = run(&e, Request { prompt: b.clone(), options: opts(0.0, 6), n: 1 }).await;
+        assert_eq!(greedy[0].ids, greedy_reference(&reference, &b, 6));
+        let all = run(&e, Request { prompt: c.clone(), options: opts(0.0, 4), n: 1 }).await;
+        assert_eq!(all[0].ids, greedy_reference(&reference, &c, 4));
+        if keep == 0 {
+            assert_eq!(counts(), (133 + 132 + 132 + 128, 0));
+            assert_eq!(e.stats().prefix_cache_tokens.load(Relaxed), 0);
+            continue;
+        }
+        assert_eq!(counts(), (133 + 4 + 4 + 64, 128 + 128 + 64));
+        assert_eq!(e.stats().prefix_cache_tokens.load(Relaxed), 128);
+        // New weights (the same values): the kept keys and values are forgotten.
+        assert_eq!(e.update_weights(sharp(6), 1).await.unwrap(), 1);
+        let again = run(&e, Request { prompt: b.clone(), options: opts(0.0, 6), n: 1 }).await;
+        assert_eq!(again[0].ids, greedy[0].ids);
+        assert_eq!(counts(), (133 + 4 + 4 + 64 + 132, 128 + 128 + 64));
+    }
+}
