@@ -444,3 +444,31 @@ async fn prompts_that_share_a_prefix_prefill_only_the_rest() {
         assert_eq!(counts(), (133 + 4 + 4 + 64 + 132, 128 + 128 + 64));
     }
 }
+
+/// Kept prefixes stay within `prefix_cache_tokens`: a new prompt's blocks push out the least
+/// recently used prefix, whose prompts are then prefilled whole; one longer than the limit is not
+/// kept at all.
+#[tokio::test]
+async fn kept_prefixes_stay_within_their_limit() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cfg = EngineConfig { prefix_cache_tokens: 128, ..Default::default() };
+    let e = Engine::start(sharp(7), bytes_tokenizer(), cfg, 0);
+    let prompt =
+        |seed: u32, len: u32| -> Vec<u32> { (0..len).map(|j| (j * 7 + seed) % 250).collect() };
+    let (a, b, long) = (prompt(1, 130), prompt(2, 130), prompt(3, 200));
+    let hits = || e.stats().prefix_hit_tokens.load(Relaxed);
+    let kept = || e.stats().prefix_cache_tokens.load(Relaxed);
+    let go = |p: &Vec<u32>| Request { prompt: p.clone(), options: opts(0.0, 2), n: 1 };
+    run(&e, go(&a)).await;
+    run(&e, go(&a)).await;
+    assert_eq!((hits(), kept()), (128, 128));
+    // b's two blocks take the place of a's.
+    run(&e, go(&b)).await;
+    run(&e, go(&a)).await;
+    assert_eq!(hits(), 128);
+    // a is back and b went; 192 positions of `long` are more than may be kept.
+    run(&e, go(&long)).await;
+    run(&e, go(&long)).await;
+    run(&e, go(&a)).await;
+    assert_eq!((hits(), kept()), (256, 128));
+}
