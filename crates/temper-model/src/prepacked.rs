@@ -118,7 +118,13 @@ pub fn matmul_packed(x: &Tensor, w: &PackedWeight) -> Result<Tensor> {
     if k != w.k || m == 0 {
         candle_core::bail!("packed matmul: [{m}, {k}] by [{}, {}]^T", w.out, w.k);
     }
-    let xs = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+    // Read in place (a copy of the input cost a tenth of the product's time at k = 1536).
+    let x = x.contiguous()?;
+    let (storage, layout) = x.storage_and_layout();
+    let xs: &[f32] = match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, b))) => &v[a..b],
+        _ => candle_core::bail!("packed matmul: the input is not f32 on the CPU"),
+    };
     let panels = w.panels();
     let mut y = vec![0f32; m * w.out];
     if m >= ROW_SPLIT {
