@@ -156,7 +156,7 @@ pub fn matmul_packed(x: &Tensor, w: &PackedWeight) -> Result<Tensor> {
         // buffer of their own, copied into place after.
         // Up to three tiles pass over a panel in one go: too few to pay for blocking the steps.
         let kcb = if m.div_ceil(MR) <= 3 { k } else { KC };
-        let a = pack_rows(&xs, k, kcb);
+        let a = pack_rows(xs, k, kcb);
         let per_task = (64 / m).clamp(1, 8);
         let parts: Vec<(usize, Vec<f32>)> = panels
             .par_chunks(per_task * k * NR)
