@@ -25,13 +25,20 @@ struct Block {
     v: Tensor,
 }
 
+impl Block {
+    /// A copy of its own (for a cache about to write into a block it shares, or a fork of a cache
+    /// that does not share).
+    fn copy(&self) -> Result<Self> {
+        Ok(Self { k: self.k.copy()?, v: self.v.copy()? })
+    }
+}
+
 /// Keys and values of every position of one sequence so far, layer by layer (see the module
 /// documentation for the two layouts).
 #[derive(Debug)]
 pub struct KvCache {
     /// Per layer, its blocks in position order, each shared with the forks that hold it.
     layers: Vec<Vec<Arc<Block>>>,
-    num_layers: usize,
     len: usize,
     /// Positions per block: [`BLOCK`], or the capacity of the one block when not blocked.
     block: usize,
@@ -95,7 +102,6 @@ impl KvCache {
         let blocked = device.is_cpu() && dtype == DType::F32;
         Self {
             layers: vec![Vec::new(); cfg.num_hidden_layers],
-            num_layers: cfg.num_hidden_layers,
             len: 0,
             block: if blocked { BLOCK } else { 0 },
             blocked,
@@ -148,7 +154,7 @@ impl KvCache {
         }
         if self.blocked {
             let blocks = needed.div_ceil(BLOCK);
-            for l in 0..self.num_layers {
+            for l in 0..self.layers.len() {
                 while self.layers[l].len() < blocks {
                     let block = Arc::new(self.empty_block(BLOCK)?);
                     self.layers[l].push(block);
@@ -159,7 +165,7 @@ impl KvCache {
         // One block per layer, grown by doubling (so appending a token copies nothing already
         // there, amortised).
         let capacity = needed.max(self.block * 2).max(16);
-        for l in 0..self.num_layers {
+        for l in 0..self.layers.len() {
             let grown = self.empty_block(capacity)?;
             if let Some(old) = self.layers[l].first().filter(|_| self.len > 0) {
                 grown.k.slice_set(&old.k.narrow(1, 0, self.len)?.contiguous()?, 1, 0)?;
@@ -192,8 +198,7 @@ impl KvCache {
             let take = (self.block - offset).min(self.len + n - at);
             let slot = &mut self.layers[layer][b];
             if Arc::strong_count(slot) > 1 {
-                let copy = Block { k: slot.k.copy()?, v: slot.v.copy()? };
-                *slot = Arc::new(copy);
+                *slot = Arc::new(slot.copy()?);
             }
             let from = at - self.len;
             slot.k.slice_set(&k.narrow(1, from, take)?.contiguous()?, 1, offset)?;
@@ -220,15 +225,10 @@ impl KvCache {
         let layers = if self.blocked {
             self.layers.clone()
         } else {
-            let mut layers = Vec::with_capacity(self.num_layers);
-            for blocks in &self.layers {
-                let mut copied = Vec::with_capacity(blocks.len());
-                for b in blocks {
-                    copied.push(Arc::new(Block { k: b.k.copy()?, v: b.v.copy()? }));
-                }
-                layers.push(copied);
-            }
-            layers
+            self.layers
+                .iter()
+                .map(|blocks| blocks.iter().map(|b| Ok(Arc::new(b.copy()?))).collect())
+                .collect::<Result<_>>()?
         };
         Ok(Self { layers, len: self.len, ..self.fork_shape() })
     }
@@ -253,8 +253,7 @@ impl KvCache {
     /// An empty cache of this one's shape and layout.
     fn fork_shape(&self) -> Self {
         Self {
-            layers: vec![Vec::new(); self.num_layers],
-            num_layers: self.num_layers,
+            layers: vec![Vec::new(); self.layers.len()],
             len: 0,
             block: self.block,
             blocked: self.blocked,

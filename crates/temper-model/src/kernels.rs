@@ -14,9 +14,9 @@
 
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use multiversion::multiversion;
+use rayon::prelude::*;
 
 use crate::cache::KvView;
-use rayon::prelude::*;
 
 /// Largest number of input rows the kernel takes (more go to gemm, which is efficient there).
 pub const MAX_ROWS: usize = 16;

@@ -179,9 +179,10 @@ pub fn matmul_packed(x: &Tensor, w: &PackedWeight) -> Result<Tensor> {
     Tensor::from_vec(y, (m, w.out), x.device())
 }
 
-/// The rows of `x` (`[m, k]`) packed for [`rows_times_panels`]: block by block of [`KC`] steps,
-/// and in each block tile by tile of [`MR`] rows (the last tile holds the rows left), each step's
-/// values of a tile's rows side by side. A block of `kc` steps starts at `k0 * m`.
+/// The rows of `x` (`[m, k]`) packed for [`rows_times_panels`]: block by block of `kcb` steps
+/// ([`KC`], or all of `k`), and in each block tile by tile of [`MR`] rows (the last tile holds
+/// the rows left), each step's values of a tile's rows side by side. The block from step `k0`
+/// starts at `k0 * m`.
 fn pack_rows(x: &[f32], k: usize, kcb: usize) -> Vec<f32> {
     let mut a = Vec::with_capacity(x.len());
     let rows: Vec<&[f32]> = x.chunks_exact(k).collect();
@@ -196,7 +197,7 @@ fn pack_rows(x: &[f32], k: usize, kcb: usize) -> Vec<f32> {
     a
 }
 
-/// One panel's columns of a 6-row tile, on a 64-byte boundary (a row is two cache lines).
+/// One row's sums over one panel's columns, on a 64-byte boundary (two whole cache lines).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Lines([f32; NR]);
