@@ -222,7 +222,7 @@ struct Lines {
 impl RlHooks for Lines {
     fn on_start(&mut self, start: u64, total: u64) {
         if self.rank == 0 {
-            eprintln!("trainer: steps {} to {total}", start + 1);
+            say(format!("trainer: steps {} to {total}", start + 1));
         }
     }
     fn on_step(&mut self, r: &StepReport, line: &TrainerStep, weights: &Path) {
@@ -253,7 +253,7 @@ impl RlHooks for Lines {
         if let Some(why) = &r.skipped {
             line.push_str(&format!(" | update skipped: {why}"));
         }
-        eprintln!("{line}");
+        say(line);
     }
     fn should_stop(&mut self) -> bool {
         self.stop.load(Ordering::SeqCst)
