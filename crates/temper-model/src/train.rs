@@ -6,9 +6,10 @@
 //! five to seven element-wise passes each, forward and backward. Here every part of a dense block
 //! has its backward written out: weight gradients come straight from one matrix product each; RMS
 //! norms (QK-norm included), the SiLU gate, the rotary embedding and the causal softmax run as
-//! single row kernels both ways; causal attention runs per sequence and key/value head over the
-//! positions each query sees (no padding), keeping only each row's log-sum-exp and recomputing
-//! the probabilities in the backward pass.
+//! single row kernels both ways; causal attention runs per sequence and key/value head (packed
+//! sequences, no padding), four query rows at a time so that each key and value row loaded serves
+//! four, keeping only each row's log-sum-exp and recomputing the probabilities in the backward
+//! pass.
 //! Mixture-of-experts MLPs still run under candle's autograd, on a small graph of their own per
 //! block seeded with the gradient arriving from above.
 //!
