@@ -1128,11 +1128,15 @@ fn causal_scores<const R: usize>(
                 }
             }
         }
-        let end = width.min(block + 64);
-        for (r, acc) in acc.iter().enumerate() {
-            for (s, a) in s[r * ld + block..r * ld + end].iter_mut().zip(acc) {
-                *s = a * scale;
+        // Constant indices only, so that the sums stay in registers (an iterator over `acc`
+        // would keep it in memory and store it on every step of the loop above).
+        let n = width.min(block + 64) - block;
+        for r in 0..R {
+            let mut row = [0f32; 64];
+            for l in 0..64 {
+                row[l] = acc[r][l] * scale;
             }
+            s[r * ld + block..r * ld + block + n].copy_from_slice(&row[..n]);
         }
     }
 }
@@ -1201,9 +1205,10 @@ fn weighted_block<const R: usize, const W: usize>(
             }
         }
     }
-    for (r, acc) in acc.iter().enumerate() {
-        for (o, a) in out[r * hd + c..r * hd + c + W].iter_mut().zip(acc) {
-            *o += a;
+    for r in 0..R {
+        let out = &mut out[r * hd + c..r * hd + c + W];
+        for l in 0..W {
+            out[l] += acc[r][l];
         }
     }
 }
@@ -1254,7 +1259,11 @@ fn outer_block<const R: usize, const W: usize>(
                 acc[l] = wt.mul_add(xb[r][l], acc[l]);
             }
         }
-        d.copy_from_slice(&acc);
+        // Element by element rather than `copy_from_slice(&acc)`, which takes `acc`'s address.
+        #[allow(clippy::manual_memcpy, reason = "keeps the sums in registers")]
+        for l in 0..W {
+            d[l] = acc[l];
+        }
     }
 }
 
