@@ -52,6 +52,59 @@ pub struct SftConfig {
     /// Train LoRA adapters instead of every weight.
     #[serde(default)]
     pub lora: Option<crate::lora::LoraConfig>,
+    /// Stop before `train.steps` once an evaluation's score crosses a threshold.
+    #[serde(default)]
+    pub early_stop: Option<EarlyStopConfig>,
+}
+
+/// `[early_stop]`: stop the run at the first evaluation whose `monitor` score reaches
+/// `threshold` (as PyTorch Lightning's `EarlyStopping(stopping_threshold=...)` does). The model
+/// of that step is checkpointed and exported as the run's `final`. Useful when a run should end
+/// at a given quality rather than a given step, as a warmup that leaves RL something to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlyStopConfig {
+    /// The score watched, by its name in `metrics.jsonl`: `eval/<env>/reward/mean`,
+    /// `eval/loss`, ...
+    pub monitor: String,
+    /// Stop once the score is at least this (`mode = "max"`) or at most this (`"min"`).
+    pub threshold: f64,
+    /// `"max"` (default): higher is better; `"min"`: lower is better (a loss).
+    #[serde(default)]
+    pub mode: StopMode,
+}
+
+/// Which way [`EarlyStopConfig::threshold`] is crossed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopMode {
+    /// Stop once the score is at least the threshold.
+    #[default]
+    Max,
+    /// Stop once the score is at most the threshold.
+    Min,
+}
+
+impl EarlyStopConfig {
+    /// Whether `scores` reach the threshold; an error naming the scores there are when the
+    /// monitored one is not among them.
+    pub fn reached(&self, scores: &EvalScores) -> Result<Option<f64>, TrainError> {
+        let gauges = scores.gauges();
+        let Some(&(_, value)) = gauges.iter().find(|(k, _)| *k == self.monitor) else {
+            let names: Vec<&str> = gauges.iter().map(|(k, _)| k.as_str()).collect();
+            return Err(TrainError::Config(format!(
+                "early_stop.monitor = {:?} is not a score this run's evaluation writes; it \
+                 writes {}",
+                self.monitor,
+                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            )));
+        };
+        let hit = match self.mode {
+            StopMode::Max => value >= self.threshold,
+            StopMode::Min => value <= self.threshold,
+        };
+        Ok(hit.then_some(value))
+    }
 }
 
 /// `[data]`.
@@ -163,6 +216,19 @@ impl SftConfig {
         if t.seq_len < 2 {
             return bad(format!("train.seq_len must be at least 2, got {}", t.seq_len));
         }
+        if let Some(e) = &self.early_stop {
+            if !e.threshold.is_finite() {
+                return bad(format!("early_stop.threshold must be finite, got {}", e.threshold));
+            }
+            if e.monitor.is_empty() {
+                return bad("early_stop.monitor is empty; name a score such as `eval/loss`".into());
+            }
+            if self.eval.every == 0 {
+                return bad(
+                    "early_stop needs evaluations during the run: set eval.every > 0".into()
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -218,6 +284,8 @@ pub struct SftSummary {
     pub final_eval: Option<EvalScores>,
     /// The exported model (Hugging Face layout).
     pub export_dir: PathBuf,
+    /// The monitored score when `[early_stop]` ended the run before `train.steps`.
+    pub stopped_early: Option<f64>,
 }
 
 /// Refuses a `dir` that holds data unless `resume` (continue) or `clean` (delete it first) is
@@ -492,6 +560,7 @@ pub fn run(
 
     let mut final_loss = f64::NAN;
     let mut final_eval = None;
+    let mut stopped_early = None;
     let world = collective.world_size();
     while trainer.step < cfg.train.steps {
         let batch =
@@ -506,9 +575,29 @@ pub fn run(
         }
         hooks.on_step(&report);
         let step = trainer.step;
-        let last = step == cfg.train.steps;
+        let mut last = step == cfg.train.steps;
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
-            final_eval = Some(evaluate(cfg, &trainer, &validation, hooks, is_lead)?);
+            let scores = evaluate(cfg, &trainer, &validation, hooks, is_lead)?;
+            if let Some(e) = &cfg.early_stop {
+                // Only the lead holds the environment's scores: its verdict is summed over the
+                // ranks so that all of them stop at the same step.
+                let mut verdict = [0.0, 0.0];
+                if is_lead && let Some(v) = e.reached(&scores)? {
+                    verdict = [1.0, v];
+                }
+                collective.all_reduce_f64(&mut verdict)?;
+                if verdict[0] > 0.0 && !last {
+                    tracing::info!(
+                        "early stop at step {step}: {} = {:.4} reached {}",
+                        e.monitor,
+                        verdict[1],
+                        e.threshold
+                    );
+                    stopped_early = Some(verdict[1]);
+                    last = true;
+                }
+            }
+            final_eval = Some(scores);
         }
         // A stop asked for by the user checkpoints first, so nothing is lost.
         let stop = !last && hooks.should_stop();
@@ -530,12 +619,16 @@ pub fn run(
                 final_loss,
                 final_eval,
                 export_dir: dir.join("final"),
+                stopped_early: None,
             });
+        }
+        if stopped_early.is_some() {
+            break;
         }
     }
     let export_dir = dir.join("final");
     if is_lead {
         trainer.export(&export_dir)?;
     }
-    Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir })
+    Ok(SftSummary { steps: trainer.step, final_loss, final_eval, export_dir, stopped_early })
 }

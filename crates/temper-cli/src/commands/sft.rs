@@ -49,6 +49,7 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
     // The environment also scores evaluations, when there are any.
     let env = env.filter(|_| cfg.eval.num_examples > 0);
     let stop = super::stop_on_interrupt();
+    let (cfg_early_stop, total_steps) = (cfg.early_stop.clone(), cfg.train.steps);
     let handle = tokio::runtime::Handle::current();
     let started = Instant::now();
     let run_dir = dir.clone();
@@ -79,6 +80,12 @@ pub async fn run(args: SftArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         summary.final_loss
     );
+    if let (Some(value), Some(e)) = (summary.stopped_early, &cfg_early_stop) {
+        println!(
+            "  stopped early: {} = {value:.4} reached early_stop.threshold = {} (train.steps = {})",
+            e.monitor, e.threshold, total_steps
+        );
+    }
     for (k, v) in summary.final_eval.iter().flat_map(EvalScores::gauges) {
         println!("  {k} = {v:.4}");
     }

@@ -569,6 +569,133 @@ fn sft_resumed_from_a_checkpoint_continues_bit_for_bit() {
     assert_eq!(kept, [6, 8]);
 }
 
+/// Scores every evaluation `toy` reward `step / 10`, as an environment whose model gets better.
+struct RisingScore;
+
+impl sft::SftHooks for RisingScore {
+    fn evaluate(
+        &mut self,
+        _policy: &Policy,
+        scores: &mut temper_protocol::metrics::EvalScores,
+    ) -> Result<(), String> {
+        scores.set("toy", "reward/mean", scores.step as f64 / 10.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
+    let d = tempfile::tempdir().unwrap();
+    write_jsonl(&d.path().join("train.jsonl"), 20);
+    let device = crate::dev();
+    let records = |cfg: &SftConfig| sft::read_records(&cfg.data).unwrap();
+    let with_stop = |monitor: &str, threshold: f64, mode: &str| {
+        let mut cfg = config(d.path(), 20);
+        cfg.early_stop = Some(
+            toml::from_str(&format!(
+                "monitor = \"{monitor}\"\nthreshold = {threshold}\nmode = \"{mode}\""
+            ))
+            .unwrap(),
+        );
+        cfg
+    };
+    // Evaluations at steps 3 (0.3), 6 (0.6): the run ends at step 6 of 20, checkpointed and
+    // exported, its last metrics line that evaluation.
+    let cfg = with_stop("eval/toy/reward/mean", 0.55, "max");
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let s = sft::run(
+        &cfg,
+        cfg.model.build(&device).unwrap(),
+        &records(&cfg),
+        &Single,
+        &mut RisingScore,
+        false,
+    )
+    .unwrap();
+    assert_eq!((s.steps, s.stopped_early), (6, Some(0.6)));
+    assert_eq!(losses(d.path()).len(), 6);
+    assert_eq!(
+        temper_trainer::checkpoint::list(&d.path().join("run/checkpoints")).unwrap(),
+        [3, 6]
+    );
+    assert!(s.export_dir.join("model.safetensors").exists());
+    // Two ranks: only the lead evaluates the environment, yet both stop at step 6.
+    let group = InProcess::group(2);
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let steps: Vec<(u64, Option<f64>)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = group
+            .iter()
+            .map(|coll| {
+                let (cfg, device, recs) = (&cfg, &device, records(&cfg));
+                sc.spawn(move || {
+                    let policy = cfg.model.build(device).unwrap();
+                    let s = sft::run(cfg, policy, &recs, coll, &mut RisingScore, false).unwrap();
+                    (s.steps, s.stopped_early)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(steps, [(6, Some(0.6)), (6, Some(0.6))]);
+    // "min": a validation loss under 100 ends the run at the first evaluation.
+    let cfg = with_stop("eval/loss", 100.0, "min");
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let s = sft::run(
+        &cfg,
+        cfg.model.build(&device).unwrap(),
+        &records(&cfg),
+        &Single,
+        &mut NoHooks,
+        false,
+    )
+    .unwrap();
+    assert_eq!(s.steps, 3);
+    assert!(s.stopped_early.is_some_and(|l| l > 0.0 && l < 100.0), "{:?}", s.stopped_early);
+    // Never reached: the run goes to train.steps.
+    let cfg = with_stop("eval/toy/reward/mean", 5.0, "max");
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let s = sft::run(
+        &cfg,
+        cfg.model.build(&device).unwrap(),
+        &records(&cfg),
+        &Single,
+        &mut RisingScore,
+        false,
+    )
+    .unwrap();
+    assert_eq!((s.steps, s.stopped_early), (20, None));
+    // A score the evaluation does not write is an error naming those it does.
+    let cfg = with_stop("eval/toy/reward/mena", 0.5, "max");
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let e = sft::run(
+        &cfg,
+        cfg.model.build(&device).unwrap(),
+        &records(&cfg),
+        &Single,
+        &mut RisingScore,
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("eval/toy/reward/mena") && e.contains("eval/toy/reward/mean, eval/loss"),
+        "{e}"
+    );
+    // Early stop without evaluations during the run, or with a NaN threshold, is refused.
+    let mut cfg = with_stop("eval/loss", 1.0, "min");
+    cfg.eval.every = 0;
+    assert!(cfg.validate().unwrap_err().to_string().contains("eval.every"));
+    let mut cfg = with_stop("eval/loss", 1.0, "min");
+    cfg.early_stop.as_mut().unwrap().threshold = f64::NAN;
+    assert!(cfg.validate().unwrap_err().to_string().contains("early_stop.threshold"));
+    assert!(
+        toml::from_str::<sft::EarlyStopConfig>(
+            "monitor = \"eval/loss\"\nthreshold = 1\nmode = \"down\""
+        )
+        .is_err()
+    );
+}
+
 #[test]
 fn placement_comes_from_torchrun_mpirun_or_slurm_variables() {
     use std::collections::HashMap;
