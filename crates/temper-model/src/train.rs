@@ -6,9 +6,10 @@
 //! five to seven element-wise passes each, forward and backward. Here every part of a dense block
 //! has its backward written out: weight gradients come straight from one matrix product each; RMS
 //! norms (QK-norm included), the SiLU gate, the rotary embedding and the causal softmax run as
-//! single row kernels both ways; causal attention runs per sequence and key/value head over the
-//! positions each query sees (no padding), keeping only each row's log-sum-exp and recomputing
-//! the probabilities in the backward pass.
+//! single row kernels both ways; causal attention runs per sequence and key/value head (packed
+//! sequences, no padding), four query rows at a time so that each key and value row loaded serves
+//! four, keeping only each row's log-sum-exp and recomputing the probabilities in the backward
+//! pass.
 //! Mixture-of-experts MLPs still run under candle's autograd, on a small graph of their own per
 //! block seeded with the gradient arriving from above.
 //!
@@ -884,8 +885,39 @@ fn transposed(
     t
 }
 
+/// Query rows an attention task takes at a time: each key (and value) row read is used for this
+/// many query rows while it sits in registers, rather than for one.
+const ROWS: usize = 4;
+
+/// The query rows of one (sequence, key/value head) task: row `r` is head `r % group` of the
+/// group at position `r / group` of the sequence, `hd` values at `((offset + r / group) · heads +
+/// g · group + r % group) · hd` of a `[n, heads, hd]` buffer.
+#[derive(Clone, Copy)]
+struct TaskRows {
+    offset: usize,
+    heads: usize,
+    group: usize,
+    g: usize,
+    hd: usize,
+}
+
+impl TaskRows {
+    #[inline(always)]
+    fn row(self, x: &[f32], r: usize) -> &[f32] {
+        let at =
+            ((self.offset + r / self.group) * self.heads + self.g * self.group + r % self.group)
+                * self.hd;
+        &x[at..at + self.hd]
+    }
+
+    #[inline(always)]
+    fn rows<const R: usize>(self, x: &[f32], r0: usize) -> [&[f32]; R] {
+        std::array::from_fn(|r| self.row(x, r0 + r))
+    }
+}
+
 /// One (sequence, key/value head) of [`attention_forward`]: the outputs (`[len, group, hd]`)
-/// and log-sum-exps (`[len, group]`) of the group's query heads.
+/// and log-sum-exps (`[len, group]`) of the group's query heads, [`ROWS`] query rows at a time.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn attend(
     q: &[f32],
@@ -898,27 +930,41 @@ fn attend(
 ) -> (Vec<f32>, Vec<f32>) {
     let Dims { heads, kv_heads, hd, scale } = dims;
     let group = dims.group();
+    let at = TaskRows { offset, heads, group, g, hd };
     let kt = transposed(k, offset, len, kv_heads * hd, g, hd);
-    let stride = kv_heads * hd;
-    let mut out = vec![0f32; len * group * hd];
-    let mut lse = vec![0f32; len * group];
-    let mut scores = vec![0f32; len];
-    for i in 0..len {
-        for j in 0..group {
-            let h = g * group + j;
-            let qi = &q[((offset + i) * heads + h) * hd..((offset + i) * heads + h + 1) * hd];
-            let s = &mut scores[..=i];
-            causal_scores(s, qi, &kt, padded(len), scale);
-            let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
-            let sum = exp_in_place(s, max);
+    let vrows = Rows { data: &v[(offset * kv_heads + g) * hd..], stride: kv_heads * hd };
+    let rows = len * group;
+    let mut out = vec![0f32; rows * hd];
+    let mut lse = vec![0f32; rows];
+    let mut scores = vec![0f32; ROWS * len];
+    let mut r0 = 0;
+    while r0 < rows {
+        let nr = ROWS.min(rows - r0);
+        // Keys up to the last row's position; each row then keeps those at or before its own.
+        let width = (r0 + nr - 1) / group + 1;
+        let s = &mut scores[..nr * len];
+        if nr == ROWS {
+            causal_scores::<ROWS>(s, len, at.rows(q, r0), &kt, padded(len), width, scale);
+        } else {
+            for r in 0..nr {
+                let s = &mut s[r * len..(r + 1) * len];
+                causal_scores::<1>(s, len, at.rows(q, r0 + r), &kt, padded(len), width, scale);
+            }
+        }
+        for r in 0..nr {
+            let row = &mut s[r * len..r * len + width];
+            let (seen, unseen) = row.split_at_mut((r0 + r) / group + 1);
+            unseen.fill(0.0);
+            let max = lane_max(seen);
+            let sum = exp_in_place(seen, max);
             let inv = 1.0 / sum;
-            for p in s.iter_mut() {
+            for p in seen.iter_mut() {
                 *p *= inv;
             }
-            let o = &mut out[(i * group + j) * hd..(i * group + j + 1) * hd];
-            weighted_rows(o, s, &v[(offset * kv_heads + g) * hd..], stride);
-            lse[i * group + j] = max + sum.ln();
+            lse[r0 + r] = max + sum.ln();
         }
+        weighted_rows(&mut out[r0 * hd..(r0 + nr) * hd], hd, s, len, vrows, width);
+        r0 += nr;
     }
     (out, lse)
 }
@@ -974,7 +1020,8 @@ fn attention_backward(
 }
 
 /// One (sequence, key/value head) of [`attention_backward`]: the gradients of the group's query
-/// heads (`[len, group, hd]`) and of the head's keys and values (`[len, hd]` each).
+/// heads (`[len, group, hd]`) and of the head's keys and values (`[len, hd]` each), [`ROWS`]
+/// query rows at a time.
 #[allow(clippy::too_many_arguments, reason = "the slices and shapes of one attention task")]
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn attend_backward(
@@ -991,121 +1038,279 @@ fn attend_backward(
 ) -> [Vec<f32>; 3] {
     let Dims { heads, kv_heads, hd, scale } = dims;
     let group = dims.group();
+    let at = TaskRows { offset, heads, group, g, hd };
     let kt = transposed(k, offset, len, kv_heads * hd, g, hd);
     let vt = transposed(v, offset, len, kv_heads * hd, g, hd);
-    let stride = kv_heads * hd;
-    let mut dq = vec![0f32; len * group * hd];
+    let krows = Rows { data: &k[(offset * kv_heads + g) * hd..], stride: kv_heads * hd };
+    let rows = len * group;
+    let mut dq = vec![0f32; rows * hd];
     let mut dk = vec![0f32; len * hd];
     let mut dv = vec![0f32; len * hd];
-    let (mut p, mut ds) = (vec![0f32; len], vec![0f32; len]);
-    for i in 0..len {
-        for j in 0..group {
-            let h = g * group + j;
-            let at = ((offset + i) * heads + h) * hd;
-            let (qi, oi, doi) = (&q[at..at + hd], &out[at..at + hd], &dout[at..at + hd]);
-            let (p, ds) = (&mut p[..=i], &mut ds[..=i]);
-            causal_scores(p, qi, &kt, padded(len), scale);
-            exp_in_place(p, lse[(offset + i) * heads + h]);
-            causal_scores(ds, doi, &vt, padded(len), 1.0);
-            // dS = P ⊙ (dP − rowsum(P ⊙ dP)), and rowsum(P ⊙ dP) = dO · O.
-            let d = dot(doi, oi);
-            for (ds, &p) in ds.iter_mut().zip(p.iter()) {
-                *ds = p * (*ds - d) * scale;
-            }
-            weighted_rows(
-                &mut dq[(i * group + j) * hd..(i * group + j + 1) * hd],
-                ds,
-                &k[(offset * kv_heads + g) * hd..],
-                stride,
-            );
-            for t in 0..=i {
-                axpy(&mut dk[t * hd..(t + 1) * hd], ds[t], qi);
-                axpy(&mut dv[t * hd..(t + 1) * hd], p[t], doi);
+    let (mut p, mut ds) = (vec![0f32; ROWS * len], vec![0f32; ROWS * len]);
+    let mut r0 = 0;
+    while r0 < rows {
+        let nr = ROWS.min(rows - r0);
+        let width = (r0 + nr - 1) / group + 1;
+        let (p, ds) = (&mut p[..nr * len], &mut ds[..nr * len]);
+        if nr == ROWS {
+            causal_scores::<ROWS>(p, len, at.rows(q, r0), &kt, padded(len), width, scale);
+            causal_scores::<ROWS>(ds, len, at.rows(dout, r0), &vt, padded(len), width, 1.0);
+        } else {
+            for r in 0..nr {
+                let (pr, dsr) = (&mut p[r * len..(r + 1) * len], &mut ds[r * len..(r + 1) * len]);
+                causal_scores::<1>(pr, len, at.rows(q, r0 + r), &kt, padded(len), width, scale);
+                causal_scores::<1>(dsr, len, at.rows(dout, r0 + r), &vt, padded(len), width, 1.0);
             }
         }
+        for r in 0..nr {
+            let row = r0 + r;
+            let seen = row / group + 1;
+            let pr = &mut p[r * len..r * len + width];
+            exp_in_place(
+                &mut pr[..seen],
+                lse[(offset + row / group) * heads + g * group + row % group],
+            );
+            pr[seen..].fill(0.0);
+            // dS = P ⊙ (dP − rowsum(P ⊙ dP)), and rowsum(P ⊙ dP) = dO · O.
+            let d = dot(at.row(dout, row), at.row(out, row));
+            let dsr = &mut ds[r * len..r * len + width];
+            for (ds, &p) in dsr[..seen].iter_mut().zip(pr.iter()) {
+                *ds = p * (*ds - d) * scale;
+            }
+            dsr[seen..].fill(0.0);
+        }
+        weighted_rows(&mut dq[r0 * hd..(r0 + nr) * hd], hd, ds, len, krows, width);
+        if nr == ROWS {
+            outer_add::<ROWS>(&mut dk, ds, len, at.rows(q, r0), width);
+            outer_add::<ROWS>(&mut dv, p, len, at.rows(dout, r0), width);
+        } else {
+            for r in 0..nr {
+                outer_add::<1>(&mut dk, &ds[r * len..], len, at.rows(q, r0 + r), width);
+                outer_add::<1>(&mut dv, &p[r * len..], len, at.rows(dout, r0 + r), width);
+            }
+        }
+        r0 += nr;
     }
     [dq, dk, dv]
 }
 
-/// `s[t] = scale · Σ_d x[d] · kt[d · cols + t]` for `t < s.len()`: a query against the keys at
-/// or before it, over the transposed keys, 64 keys at a time held in registers (four independent
-/// chains of multiply-adds, not one).
+/// Rows of a matrix, `stride` apart in a flat buffer.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    data: &'a [f32],
+    stride: usize,
+}
+
+/// `s[r · ld + t] = scale · Σ_d x[r][d] · kt[d · cols + t]` for `t < width`: `R` query rows
+/// against the keys over their transpose (`kt`, `cols` ≥ `width` rounded up to 64 columns), 64
+/// keys at a time: each block of keys is loaded once for all `R` rows, whose `R · 64` sums stay
+/// in registers.
 #[inline(always)]
-fn causal_scores(s: &mut [f32], x: &[f32], kt: &[f32], cols: usize, scale: f32) {
-    let m = s.len();
-    for block in (0..m).step_by(64) {
-        let mut acc = [0f32; 64];
-        for (d, &xd) in x.iter().enumerate() {
+fn causal_scores<const R: usize>(
+    s: &mut [f32],
+    ld: usize,
+    x: [&[f32]; R],
+    kt: &[f32],
+    cols: usize,
+    width: usize,
+    scale: f32,
+) {
+    let hd = x[0].len();
+    let x = x.map(|x| &x[..hd]);
+    for block in (0..width).step_by(64) {
+        let mut acc = [[0f32; 64]; R];
+        for d in 0..hd {
             let col = &kt[d * cols + block..d * cols + block + 64];
-            for l in 0..64 {
-                acc[l] += xd * col[l];
+            for r in 0..R {
+                let xd = x[r][d];
+                for l in 0..64 {
+                    acc[r][l] = xd.mul_add(col[l], acc[r][l]);
+                }
             }
         }
-        for (s, a) in s[block..m.min(block + 64)].iter_mut().zip(acc) {
-            *s = a * scale;
+        // Constant indices only, so that the sums stay in registers (an iterator over `acc`
+        // would keep it in memory and store it on every step of the loop above).
+        let n = width.min(block + 64) - block;
+        for r in 0..R {
+            let mut row = [0f32; 64];
+            for l in 0..64 {
+                row[l] = acc[r][l] * scale;
+            }
+            s[r * ld + block..r * ld + block + n].copy_from_slice(&row[..n]);
         }
     }
 }
 
-/// `out += Σ_t w[t] · row_t`, row `t` being `rows[t · stride..][..out.len()]`, 64 columns at a
-/// time held in registers (then 16, then one by one).
+/// `out[r] += Σ_{t < width} w[r · ld + t] · rows[t]` for each `hd`-long row `r` of `out`
+/// ([`ROWS`] of them, or fewer).
 #[inline(always)]
-fn weighted_rows(out: &mut [f32], w: &[f32], rows: &[f32], stride: usize) {
-    let hd = out.len();
+fn weighted_rows(out: &mut [f32], hd: usize, w: &[f32], ld: usize, rows: Rows, width: usize) {
+    if out.len() == ROWS * hd {
+        weighted_rows_n::<ROWS>(out, hd, w, ld, rows, width);
+    } else {
+        for (r, out) in out.chunks_exact_mut(hd).enumerate() {
+            weighted_rows_n::<1>(out, hd, &w[r * ld..], ld, rows, width);
+        }
+    }
+}
+
+/// [`weighted_rows`] for `R` rows: 64 columns at a time held in registers for all of them (then
+/// 16, then one by one), so each row of `rows` is loaded once for `R` outputs.
+#[inline(always)]
+fn weighted_rows_n<const R: usize>(
+    out: &mut [f32],
+    hd: usize,
+    w: &[f32],
+    ld: usize,
+    rows: Rows,
+    width: usize,
+) {
+    let c = column_blocks(hd, |c, wide| {
+        if wide {
+            weighted_block::<R, 64>(out, hd, w, ld, rows, width, c);
+        } else {
+            weighted_block::<R, 16>(out, hd, w, ld, rows, width, c);
+        }
+    });
+    for r in 0..R {
+        for t in 0..width {
+            let wt = w[r * ld + t];
+            for d in c..hd {
+                out[r * hd + d] += wt * rows.data[t * rows.stride + d];
+            }
+        }
+    }
+}
+
+/// Calls `block(c, true)` for each whole block of 64 of `hd` columns from the first, then
+/// `block(c, false)` for each whole block of 16 after them; returns the first column left over
+/// (for the caller to do one by one).
+#[inline(always)]
+fn column_blocks(hd: usize, mut block: impl FnMut(usize, bool)) -> usize {
     let mut c = 0;
     while c + 64 <= hd {
-        weighted_block::<64>(out, w, rows, stride, c);
+        block(c, true);
         c += 64;
     }
     while c + 16 <= hd {
-        weighted_block::<16>(out, w, rows, stride, c);
+        block(c, false);
         c += 16;
     }
-    for (t, &wt) in w.iter().enumerate() {
-        for d in c..hd {
-            out[d] += wt * rows[t * stride + d];
-        }
-    }
+    c
 }
 
-/// Columns `c..c + W` of [`weighted_rows`], accumulated in `W` registers' worth of lanes.
+/// Columns `c..c + W` of [`weighted_rows_n`].
 #[inline(always)]
-fn weighted_block<const W: usize>(
+fn weighted_block<const R: usize, const W: usize>(
     out: &mut [f32],
+    hd: usize,
     w: &[f32],
-    rows: &[f32],
-    stride: usize,
+    ld: usize,
+    rows: Rows,
+    width: usize,
     c: usize,
 ) {
-    let mut acc = [0f32; W];
-    for (t, &wt) in w.iter().enumerate() {
-        let row = &rows[t * stride + c..t * stride + c + W];
-        for l in 0..W {
-            acc[l] += wt * row[l];
+    let mut acc = [[0f32; W]; R];
+    for t in 0..width {
+        let row = &rows.data[t * rows.stride + c..t * rows.stride + c + W];
+        for r in 0..R {
+            let wt = w[r * ld + t];
+            for l in 0..W {
+                acc[r][l] = wt.mul_add(row[l], acc[r][l]);
+            }
         }
     }
-    for (o, a) in out[c..c + W].iter_mut().zip(acc) {
-        *o += a;
+    for r in 0..R {
+        let out = &mut out[r * hd + c..r * hd + c + W];
+        for l in 0..W {
+            out[l] += acc[r][l];
+        }
     }
 }
 
-/// `s[t] = exp(s[t] − shift)`; returns their sum.
+/// `dst[t] += Σ_r w[r · ld + t] · x[r]` for `t < width` (`dst`'s rows as long as each `x[r]`):
+/// the sum of `R` outer products, 64 columns at a time with the `R` rows of `x` held in registers
+/// (then 16, then one by one), so each row of `dst` is read and written once for all of them.
+#[inline(always)]
+fn outer_add<const R: usize>(dst: &mut [f32], w: &[f32], ld: usize, x: [&[f32]; R], width: usize) {
+    let hd = x[0].len();
+    let c = column_blocks(hd, |c, wide| {
+        if wide {
+            outer_block::<R, 64>(dst, hd, w, ld, x, width, c);
+        } else {
+            outer_block::<R, 16>(dst, hd, w, ld, x, width, c);
+        }
+    });
+    for t in 0..width {
+        for r in 0..R {
+            let wt = w[r * ld + t];
+            for d in c..hd {
+                dst[t * hd + d] += wt * x[r][d];
+            }
+        }
+    }
+}
+
+/// Columns `c..c + W` of [`outer_add`].
+#[inline(always)]
+fn outer_block<const R: usize, const W: usize>(
+    dst: &mut [f32],
+    hd: usize,
+    w: &[f32],
+    ld: usize,
+    x: [&[f32]; R],
+    width: usize,
+    c: usize,
+) {
+    let xb: [[f32; W]; R] = std::array::from_fn(|r| std::array::from_fn(|l| x[r][c + l]));
+    for t in 0..width {
+        let d = &mut dst[t * hd + c..t * hd + c + W];
+        let mut acc: [f32; W] = std::array::from_fn(|l| d[l]);
+        for r in 0..R {
+            let wt = w[r * ld + t];
+            for l in 0..W {
+                acc[l] = wt.mul_add(xb[r][l], acc[l]);
+            }
+        }
+        // Element by element rather than `copy_from_slice(&acc)`, which takes `acc`'s address.
+        #[allow(clippy::manual_memcpy, reason = "keeps the sums in registers")]
+        for l in 0..W {
+            d[l] = acc[l];
+        }
+    }
+}
+
+/// `s[t] = exp(s[t] − shift)`; returns their sum (in sixteen lanes, so that it vectorises).
 #[inline(always)]
 fn exp_in_place(s: &mut [f32], shift: f32) -> f32 {
+    let mut lanes = [0f32; 16];
+    let mut chunks = s.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for l in 0..16 {
+            c[l] = exp_approx(c[l] - shift);
+            lanes[l] += c[l];
+        }
+    }
     let mut sum = 0f32;
-    for s in s.iter_mut() {
+    for s in chunks.into_remainder() {
         *s = exp_approx(*s - shift);
         sum += *s;
     }
-    sum
+    lanes.iter().sum::<f32>() + sum
 }
 
-/// `y += a · x`.
+/// The largest of `s` (NaNs passed over), in sixteen lanes.
 #[inline(always)]
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y += a * x;
+fn lane_max(s: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let chunks = s.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..16 {
+            lanes[l] = if c[l] > lanes[l] { c[l] } else { lanes[l] };
+        }
     }
+    lanes.iter().chain(tail).fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
 }
 
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
