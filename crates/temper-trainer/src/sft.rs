@@ -491,6 +491,15 @@ fn resume_run(
     Ok(state.samples_seen)
 }
 
+/// The monitored score of the evaluation of `step` in `metrics`, when it reached the threshold.
+fn reached_at(metrics: &Path, step: u64, e: &EarlyStopConfig) -> Option<f64> {
+    let text = std::fs::read_to_string(metrics).ok()?;
+    metrics::parse_all(&text).0.iter().rev().find_map(|line| match line {
+        MetricsLine::Eval(s) if s.step == step => e.reached(s).ok().flatten(),
+        _ => None,
+    })
+}
+
 /// Evaluates the current policy (LoRA merged in): validation loss on every rank, the hooks'
 /// environment scores and the metrics line on the lead.
 fn evaluate(
@@ -561,8 +570,23 @@ pub fn run(
     let mut final_loss = f64::NAN;
     let mut final_eval = None;
     let mut stopped_early = None;
+    if resume
+        && let Some(e) = &cfg.early_stop
+        && trainer.step > 0
+    {
+        // A run that stopped early resumes as stopped: the evaluation of its checkpoint's step
+        // reached the threshold already.
+        let mut verdict = [0.0, 0.0];
+        if is_lead && let Some(v) = reached_at(&metrics_path, trainer.step, e) {
+            verdict = [1.0, v];
+        }
+        collective.all_reduce_f64(&mut verdict)?;
+        if verdict[0] > 0.0 {
+            stopped_early = Some(verdict[1]);
+        }
+    }
     let world = collective.world_size();
-    while trainer.step < cfg.train.steps {
+    while trainer.step < cfg.train.steps && stopped_early.is_none() {
         let batch =
             take_batch(train.len(), cfg.data.shuffle_seed, samples_seen, cfg.train.batch_size);
         samples_seen += batch.len() as u64;
@@ -579,13 +603,23 @@ pub fn run(
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
             let scores = evaluate(cfg, &trainer, &validation, hooks, is_lead)?;
             if let Some(e) = &cfg.early_stop {
-                // Only the lead holds the environment's scores: its verdict is summed over the
-                // ranks so that all of them stop at the same step.
-                let mut verdict = [0.0, 0.0];
-                if is_lead && let Some(v) = e.reached(&scores)? {
-                    verdict = [1.0, v];
+                // Only the lead holds the environment's scores: its verdict (stop, the score,
+                // failed) is summed over the ranks so that all of them stop, or fail, at the same
+                // step instead of waiting on a lead that has gone.
+                let mut verdict = [0.0, 0.0, 0.0];
+                let checked = if is_lead { e.reached(&scores) } else { Ok(None) };
+                match &checked {
+                    Ok(Some(v)) => verdict = [1.0, *v, 0.0],
+                    Ok(None) => {}
+                    Err(_) => verdict[2] = 1.0,
                 }
                 collective.all_reduce_f64(&mut verdict)?;
+                checked?;
+                if verdict[2] > 0.0 {
+                    return Err(TrainError::Config(
+                        "early_stop: the lead rank could not read the monitored score".into(),
+                    ));
+                }
                 if verdict[0] > 0.0 && !last {
                     tracing::info!(
                         "early stop at step {step}: {} = {:.4} reached {}",
@@ -621,9 +655,6 @@ pub fn run(
                 export_dir: dir.join("final"),
                 stopped_early: None,
             });
-        }
-        if stopped_early.is_some() {
-            break;
         }
     }
     let export_dir = dir.join("final");

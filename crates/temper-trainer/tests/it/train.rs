@@ -619,6 +619,18 @@ fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
         [3, 6]
     );
     assert!(s.export_dir.join("model.safetensors").exists());
+    // Resumed, it stays stopped: no more steps, the same verdict.
+    let s = sft::run(
+        &cfg,
+        cfg.model.build(&device).unwrap(),
+        &records(&cfg),
+        &Single,
+        &mut RisingScore,
+        true,
+    )
+    .unwrap();
+    assert_eq!((s.steps, s.stopped_early), (6, Some(0.6)));
+    assert_eq!(losses(d.path()).len(), 6);
     // Two ranks: only the lead evaluates the environment, yet both stop at step 6.
     let group = InProcess::group(2);
     sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
@@ -681,6 +693,25 @@ fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
         e.contains("eval/toy/reward/mena") && e.contains("eval/toy/reward/mean, eval/loss"),
         "{e}"
     );
+    // With two ranks both fail at that evaluation; the other rank does not wait for the lead.
+    let group = InProcess::group(2);
+    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+    let errors: Vec<String> = std::thread::scope(|sc| {
+        let handles: Vec<_> = group
+            .iter()
+            .map(|coll| {
+                let (cfg, device, recs) = (&cfg, &device, records(&cfg));
+                sc.spawn(move || {
+                    let policy = cfg.model.build(device).unwrap();
+                    let e = sft::run(cfg, policy, &recs, coll, &mut RisingScore, false);
+                    e.unwrap_err().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(errors[0].contains("eval/toy/reward/mena"), "{errors:?}");
+    assert!(errors[1].contains("lead rank"), "{errors:?}");
     // Early stop without evaluations during the run, or with a NaN threshold, is refused.
     let mut cfg = with_stop("eval/loss", 1.0, "min");
     cfg.eval.every = 0;
