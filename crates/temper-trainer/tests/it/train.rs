@@ -588,7 +588,6 @@ fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
     let d = tempfile::tempdir().unwrap();
     write_jsonl(&d.path().join("train.jsonl"), 20);
     let device = crate::dev();
-    let records = |cfg: &SftConfig| sft::read_records(&cfg.data).unwrap();
     let with_stop = |monitor: &str, threshold: f64, mode: &str| {
         let mut cfg = config(d.path(), 20);
         cfg.early_stop = Some(
@@ -599,119 +598,57 @@ fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
         );
         cfg
     };
+    // One run on `coll`, resumed or from a clean run directory.
+    let run = |cfg: &SftConfig, coll: &dyn temper_trainer::Collective, resume: bool| {
+        let policy = cfg.model.build(&device).unwrap();
+        let records = sft::read_records(&cfg.data).unwrap();
+        sft::run(cfg, policy, &records, coll, &mut RisingScore, resume)
+            .map(|s| (s.steps, s.stopped_early))
+            .map_err(|e| e.to_string())
+    };
+    let fresh = |cfg: &SftConfig| {
+        sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+        run(cfg, &Single, false)
+    };
+    let two_ranks = |cfg: &SftConfig| {
+        sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
+        let group = InProcess::group(2);
+        std::thread::scope(|sc| {
+            let handles: Vec<_> =
+                group.iter().map(|coll| sc.spawn(|| run(cfg, coll, false))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        })
+    };
     // Evaluations at steps 3 (0.3), 6 (0.6): the run ends at step 6 of 20, checkpointed and
     // exported, its last metrics line that evaluation.
     let cfg = with_stop("eval/toy/reward/mean", 0.55, "max");
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let s = sft::run(
-        &cfg,
-        cfg.model.build(&device).unwrap(),
-        &records(&cfg),
-        &Single,
-        &mut RisingScore,
-        false,
-    )
-    .unwrap();
-    assert_eq!((s.steps, s.stopped_early), (6, Some(0.6)));
+    assert_eq!(fresh(&cfg), Ok((6, Some(0.6))));
     assert_eq!(losses(d.path()).len(), 6);
-    assert_eq!(
-        temper_trainer::checkpoint::list(&d.path().join("run/checkpoints")).unwrap(),
-        [3, 6]
-    );
-    assert!(s.export_dir.join("model.safetensors").exists());
+    let ckpts = d.path().join("run/checkpoints");
+    assert_eq!(temper_trainer::checkpoint::list(&ckpts).unwrap(), [3, 6]);
+    assert!(d.path().join("run/final/model.safetensors").exists());
     // Resumed, it stays stopped: no more steps, the same verdict.
-    let s = sft::run(
-        &cfg,
-        cfg.model.build(&device).unwrap(),
-        &records(&cfg),
-        &Single,
-        &mut RisingScore,
-        true,
-    )
-    .unwrap();
-    assert_eq!((s.steps, s.stopped_early), (6, Some(0.6)));
+    assert_eq!(run(&cfg, &Single, true), Ok((6, Some(0.6))));
     assert_eq!(losses(d.path()).len(), 6);
     // Two ranks: only the lead evaluates the environment, yet both stop at step 6.
-    let group = InProcess::group(2);
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let steps: Vec<(u64, Option<f64>)> = std::thread::scope(|sc| {
-        let handles: Vec<_> = group
-            .iter()
-            .map(|coll| {
-                let (cfg, device, recs) = (&cfg, &device, records(&cfg));
-                sc.spawn(move || {
-                    let policy = cfg.model.build(device).unwrap();
-                    let s = sft::run(cfg, policy, &recs, coll, &mut RisingScore, false).unwrap();
-                    (s.steps, s.stopped_early)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert_eq!(steps, [(6, Some(0.6)), (6, Some(0.6))]);
+    assert_eq!(two_ranks(&cfg), [Ok((6, Some(0.6))), Ok((6, Some(0.6)))]);
     // "min": a validation loss under 100 ends the run at the first evaluation.
-    let cfg = with_stop("eval/loss", 100.0, "min");
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let s = sft::run(
-        &cfg,
-        cfg.model.build(&device).unwrap(),
-        &records(&cfg),
-        &Single,
-        &mut NoHooks,
-        false,
-    )
-    .unwrap();
-    assert_eq!(s.steps, 3);
-    assert!(s.stopped_early.is_some_and(|l| l > 0.0 && l < 100.0), "{:?}", s.stopped_early);
+    let (steps, loss) = fresh(&with_stop("eval/loss", 100.0, "min")).unwrap();
+    assert_eq!(steps, 3);
+    assert!(loss.is_some_and(|l| l > 0.0 && l < 100.0), "{loss:?}");
     // Never reached: the run goes to train.steps.
-    let cfg = with_stop("eval/toy/reward/mean", 5.0, "max");
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let s = sft::run(
-        &cfg,
-        cfg.model.build(&device).unwrap(),
-        &records(&cfg),
-        &Single,
-        &mut RisingScore,
-        false,
-    )
-    .unwrap();
-    assert_eq!((s.steps, s.stopped_early), (20, None));
-    // A score the evaluation does not write is an error naming those it does.
+    assert_eq!(fresh(&with_stop("eval/toy/reward/mean", 5.0, "max")), Ok((20, None)));
+    // A score the evaluation does not write is an error naming those it does; with two ranks
+    // both fail at that evaluation (the other rank does not wait for the lead).
     let cfg = with_stop("eval/toy/reward/mena", 0.5, "max");
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let e = sft::run(
-        &cfg,
-        cfg.model.build(&device).unwrap(),
-        &records(&cfg),
-        &Single,
-        &mut RisingScore,
-        false,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = fresh(&cfg).unwrap_err();
     assert!(
         e.contains("eval/toy/reward/mena") && e.contains("eval/toy/reward/mean, eval/loss"),
         "{e}"
     );
-    // With two ranks both fail at that evaluation; the other rank does not wait for the lead.
-    let group = InProcess::group(2);
-    sft::prepare_run_dir(&cfg.output.dir, false, true).unwrap();
-    let errors: Vec<String> = std::thread::scope(|sc| {
-        let handles: Vec<_> = group
-            .iter()
-            .map(|coll| {
-                let (cfg, device, recs) = (&cfg, &device, records(&cfg));
-                sc.spawn(move || {
-                    let policy = cfg.model.build(device).unwrap();
-                    let e = sft::run(cfg, policy, &recs, coll, &mut RisingScore, false);
-                    e.unwrap_err().to_string()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert!(errors[0].contains("eval/toy/reward/mena"), "{errors:?}");
-    assert!(errors[1].contains("lead rank"), "{errors:?}");
+    let errors = two_ranks(&cfg);
+    assert!(errors[0].as_ref().is_err_and(|e| e.contains("eval/toy/reward/mena")), "{errors:?}");
+    assert!(errors[1].as_ref().is_err_and(|e| e.contains("lead rank")), "{errors:?}");
     // Early stop without evaluations during the run, or with a NaN threshold, is refused.
     let mut cfg = with_stop("eval/loss", 1.0, "min");
     cfg.eval.every = 0;
@@ -719,12 +656,8 @@ fn sft_early_stop_ends_the_run_at_the_first_evaluation_past_the_threshold() {
     let mut cfg = with_stop("eval/loss", 1.0, "min");
     cfg.early_stop.as_mut().unwrap().threshold = f64::NAN;
     assert!(cfg.validate().unwrap_err().to_string().contains("early_stop.threshold"));
-    assert!(
-        toml::from_str::<sft::EarlyStopConfig>(
-            "monitor = \"eval/loss\"\nthreshold = 1\nmode = \"down\""
-        )
-        .is_err()
-    );
+    let bad_mode = "monitor = \"eval/loss\"\nthreshold = 1\nmode = \"down\"";
+    assert!(toml::from_str::<sft::EarlyStopConfig>(bad_mode).is_err());
 }
 
 #[test]
