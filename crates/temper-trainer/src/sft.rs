@@ -491,6 +491,31 @@ fn resume_run(
     Ok(state.samples_seen)
 }
 
+/// The lead's early-stop verdict (`check` runs on the lead only, where the environment's scores
+/// are), the same on every rank: it is summed over the ranks, with whether the check failed, so
+/// that all of them stop, or fail, at the same step instead of waiting on a lead that has gone.
+fn lead_verdict(
+    collective: &dyn Collective,
+    is_lead: bool,
+    check: impl FnOnce() -> Result<Option<f64>, TrainError>,
+) -> Result<Option<f64>, TrainError> {
+    let checked = if is_lead { check() } else { Ok(None) };
+    // [reached, score, failed]
+    let mut verdict = match &checked {
+        Ok(Some(v)) => [1.0, *v, 0.0],
+        Ok(None) => [0.0; 3],
+        Err(_) => [0.0, 0.0, 1.0],
+    };
+    collective.all_reduce_f64(&mut verdict)?;
+    checked?;
+    if verdict[2] > 0.0 {
+        return Err(TrainError::Config(
+            "early_stop: the lead rank could not read the monitored score".into(),
+        ));
+    }
+    Ok((verdict[0] > 0.0).then_some(verdict[1]))
+}
+
 /// The monitored score of the evaluation of `step` in `metrics`, when it reached the threshold.
 fn reached_at(metrics: &Path, step: u64, e: &EarlyStopConfig) -> Option<f64> {
     let text = std::fs::read_to_string(metrics).ok()?;
@@ -576,14 +601,9 @@ pub fn run(
     {
         // A run that stopped early resumes as stopped: the evaluation of its checkpoint's step
         // reached the threshold already.
-        let mut verdict = [0.0, 0.0];
-        if is_lead && let Some(v) = reached_at(&metrics_path, trainer.step, e) {
-            verdict = [1.0, v];
-        }
-        collective.all_reduce_f64(&mut verdict)?;
-        if verdict[0] > 0.0 {
-            stopped_early = Some(verdict[1]);
-        }
+        let step = trainer.step;
+        stopped_early =
+            lead_verdict(collective, is_lead, || Ok(reached_at(&metrics_path, step, e)))?;
     }
     let world = collective.world_size();
     while trainer.step < cfg.train.steps && stopped_early.is_none() {
@@ -603,31 +623,16 @@ pub fn run(
         if (cfg.eval.every > 0 && step.is_multiple_of(cfg.eval.every)) || last {
             let scores = evaluate(cfg, &trainer, &validation, hooks, is_lead)?;
             if let Some(e) = &cfg.early_stop {
-                // Only the lead holds the environment's scores: its verdict (stop, the score,
-                // failed) is summed over the ranks so that all of them stop, or fail, at the same
-                // step instead of waiting on a lead that has gone.
-                let mut verdict = [0.0, 0.0, 0.0];
-                let checked = if is_lead { e.reached(&scores) } else { Ok(None) };
-                match &checked {
-                    Ok(Some(v)) => verdict = [1.0, *v, 0.0],
-                    Ok(None) => {}
-                    Err(_) => verdict[2] = 1.0,
-                }
-                collective.all_reduce_f64(&mut verdict)?;
-                checked?;
-                if verdict[2] > 0.0 {
-                    return Err(TrainError::Config(
-                        "early_stop: the lead rank could not read the monitored score".into(),
-                    ));
-                }
-                if verdict[0] > 0.0 && !last {
+                let reached = lead_verdict(collective, is_lead, || e.reached(&scores))?;
+                if let Some(v) = reached
+                    && !last
+                {
                     tracing::info!(
-                        "early stop at step {step}: {} = {:.4} reached {}",
+                        "early stop at step {step}: {} = {v:.4} reached {}",
                         e.monitor,
-                        verdict[1],
                         e.threshold
                     );
-                    stopped_early = Some(verdict[1]);
+                    stopped_early = Some(v);
                     last = true;
                 }
             }
