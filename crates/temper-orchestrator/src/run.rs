@@ -16,9 +16,10 @@
 //! 4. **Ship**: pack the samples into `rollouts/step_n/rank_R.json`, write `STABLE`, log the
 //!    step's metrics, checkpoint the task position.
 //!
-//! Meanwhile a watcher loads every new `weights/step_k/` (once `STABLE`) on every server and,
-//! when k is due, evaluates it on the held-out split while holding further updates back, so the
-//! score belongs to exactly that version.
+//! Meanwhile a watcher loads the newest `weights/step_k/` (once `STABLE`) on every server, and
+//! every version due for evaluation on the way there; when k is due it evaluates it on the
+//! held-out split while holding further updates back, so the score belongs to exactly that
+//! version.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -776,6 +777,26 @@ fn resume_point(run: &Path, start: Start) -> Result<(u64, Option<TaskState>), Or
     Ok((step, Some(state.tasks)))
 }
 
+/// The version to load next when the servers hold `have` and the newest published is `newest`:
+/// the first version due for evaluation (a multiple of `every`) between them whose weights are
+/// still there, else `newest`. A trainer that publishes two versions between two looks at the
+/// directory (a small model's step is shorter than a weight load) would otherwise step over a
+/// due evaluation.
+fn next_version(run: &Path, every: u64, have: u64, newest: u64) -> u64 {
+    if every == 0 {
+        return newest;
+    }
+    let mut due = (have / every + 1) * every;
+    while due < newest {
+        if run_dir::weights_dir(run, due).join(STABLE).is_file() {
+            return due;
+        }
+        tracing::warn!("no evaluation of v{due}: its weights were removed before it was loaded");
+        due += every;
+    }
+    newest
+}
+
 /// Loads new weights on the servers and evaluates the due versions.
 struct Watcher {
     run: PathBuf,
@@ -821,7 +842,8 @@ impl Watcher {
         loop {
             let have = self.loaded.load(Ordering::SeqCst);
             match self.newest_weights() {
-                Some(v) if v > have => {
+                Some(newest) if newest > have => {
+                    let v = next_version(&self.run, self.eval.every, have, newest);
                     let guard = self.lock.clone().write_owned().await;
                     let dir = run_dir::weights_dir(&self.run, v);
                     match self.servers.update_weights(&dir, v, self.timeout).await {
@@ -925,4 +947,39 @@ async fn evaluate(
         }
     }
     Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_version_the_trainer_passed_is_loaded_before_the_newest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path();
+        let publish = |k: u64| {
+            let dir = run_dir::weights_dir(run, k);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(STABLE), "").unwrap();
+        };
+        for k in [19, 20, 21] {
+            publish(k);
+        }
+        // Servers at v19, the trainer already at v21: v20 is due (every 20) and comes first.
+        assert_eq!(next_version(run, 20, 19, 21), 20);
+        // Then on to the newest; nothing due between.
+        assert_eq!(next_version(run, 20, 20, 21), 21);
+        assert_eq!(next_version(run, 5, 21, 24), 24);
+        // The newest is itself due: no detour.
+        assert_eq!(next_version(run, 20, 19, 20), 20);
+        // No evaluations: always the newest.
+        assert_eq!(next_version(run, 0, 19, 21), 21);
+        // A due version whose weights are gone is skipped for the next due one that is there.
+        for k in [30, 41] {
+            publish(k);
+        }
+        assert_eq!(next_version(run, 10, 21, 41), 30);
+        std::fs::remove_file(run_dir::weights_dir(run, 30).join(STABLE)).unwrap();
+        assert_eq!(next_version(run, 10, 21, 41), 41);
+    }
 }
