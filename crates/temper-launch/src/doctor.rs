@@ -12,11 +12,12 @@
 //!   version, as the trainer opens it.
 //! - **cgroups**: the sandbox can make its groups (cgroup v2 with the memory, pids and cpu
 //!   controllers delegated, or v1 with a v2 `unified` hierarchy).
-//! - **cgroup migrations**: whether a cgroup hierarchy is mounted with `favordynmods`. Without
-//!   it, the first move of a process into a cgroup after a quiet spell waits for an RCU grace
-//!   period (the kernel's lock over all cgroup migrations switches to its writer mode), 5–20 ms
-//!   on a 2-core VM, which every one-shot `temper sandbox run` and every slot built after a quiet
-//!   spell pays; with it, about 0.1 ms. A warning, not a failure.
+//! - **cgroup joins**: whether the kernel (5.7 or later) can start a process inside a cgroup
+//!   (`clone3` with `CLONE_INTO_CGROUP`), which is how a sandbox slot's processes enter their
+//!   cgroups. An older kernel makes the slot's helper write itself into its v2 group instead,
+//!   which the kernel serialises behind its global migration lock: after a quiet spell that
+//!   waits for an RCU grace period, 5–12 ms measured on a 2-core VM, paid by every one-shot
+//!   `temper sandbox run` and every slot built after a quiet spell. A warning, not a failure.
 //!
 //! Each check takes its inputs from [`Inputs`], so that tests can break each one on purpose.
 
@@ -87,8 +88,8 @@ pub struct Inputs {
     pub nvidia_smi: String,
     /// The cgroup filesystem's root.
     pub cgroup_root: PathBuf,
-    /// The mounted filesystems, as `/proc/mounts` lists them.
-    pub mounts: String,
+    /// The kernel's release, as `uname -r` prints it.
+    pub kernel: String,
     /// The NCCL library the trainer would open (`TEMPER_NCCL_LIB`), or `None` for the dynamic
     /// loader's search.
     pub nccl_lib: Option<PathBuf>,
@@ -162,7 +163,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
         gpus(inputs),
         nccl(inputs),
         cgroups(&inputs.cgroup_root),
-        cgroup_migrations(&inputs.mounts),
+        cgroup_joins(&inputs.kernel),
     ]
 }
 
@@ -538,40 +539,39 @@ fn cgroups(root: &Path) -> Check {
     )
 }
 
-/// Whether moving a process into a cgroup is fast: any cgroup mount in `mounts` (the text of
-/// `/proc/mounts`) with `favordynmods` keeps the kernel's global cgroup-migration lock in the mode
-/// where a writer does not wait for an RCU grace period.
-fn cgroup_migrations(mounts: &str) -> Check {
-    const NAME: &str = "cgroup migrations";
-    // (mount point, filesystem type, options) of every cgroup filesystem.
-    let cgroup: Vec<(&str, &str, &str)> = mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && (f[2] == "cgroup2" || f[2] == "cgroup")).then(|| (f[1], f[2], f[3]))
-        })
-        .collect();
-    if cgroup.is_empty() {
-        return Check::skip(NAME, "no cgroup filesystem is mounted");
-    }
-    if let Some((at, _, _)) =
-        cgroup.iter().find(|(_, _, opts)| opts.split(',').any(|o| o == "favordynmods"))
-    {
+/// Whether the kernel of release `kernel` can start a process inside a cgroup
+/// (`CLONE_INTO_CGROUP`, Linux 5.7), so that sandbox slots join their cgroups without the
+/// kernel's global migration lock.
+fn cgroup_joins(kernel: &str) -> Check {
+    const NAME: &str = "cgroup joins";
+    let mut parts = kernel.split(|c: char| !c.is_ascii_digit());
+    let version = match (parts.next().map(str::parse::<u32>), parts.next().map(str::parse::<u32>)) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor),
+        _ => {
+            return Check::skip(
+                NAME,
+                format!("cannot read a version from kernel release `{kernel}`"),
+            );
+        }
+    };
+    if version >= (5, 7) {
         return Check::pass(
             NAME,
-            format!("{at} is mounted with favordynmods: sandbox slots join their cgroups at once"),
+            format!(
+                "Linux {}.{} starts sandbox processes inside their cgroups (clone3 with CLONE_INTO_CGROUP)",
+                version.0, version.1
+            ),
         );
     }
-    let target =
-        cgroup.iter().find(|(_, fs, _)| *fs == "cgroup2").map_or("/sys/fs/cgroup", |c| c.0);
     Check::warn(
         NAME,
-        "no cgroup mount has favordynmods: a process's first move into a cgroup after a quiet \
-         spell waits an RCU grace period (5-20 ms measured on a 2-core VM), which each one-shot \
-         `temper sandbox run` pays",
         format!(
-            "mount -o remount,favordynmods {target} (Linux 6.1 or later; until reboot; makes forks and exits slightly dearer)"
+            "Linux {}.{} cannot start a process inside a cgroup: each sandbox slot joins its group \
+             through the kernel's global migration lock, which after a quiet spell waits an RCU grace \
+             period (5-12 ms measured on a 2-core VM)",
+            version.0, version.1
         ),
+        "run on Linux 5.7 or later (in a container, a seccomp profile must also allow clone3)",
     )
 }
 
@@ -608,7 +608,7 @@ mod tests {
             mpi: None,
             nvidia_smi: dir.join("no-nvidia-smi").to_string_lossy().into_owned(),
             cgroup_root: dir.join("cgroup"),
-            mounts: String::new(),
+            kernel: String::new(),
             nccl_lib: None,
         }
     }
@@ -727,27 +727,22 @@ mod tests {
     }
 
     #[test]
-    fn cgroup_migrations_are_fast_only_with_favordynmods() {
-        assert_eq!(cgroup_migrations("proc /proc proc rw 0 0\n").verdict, Verdict::Skip);
-        let hybrid = "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
-                      cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
-        let c = cgroup_migrations(hybrid);
-        assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
-        assert!(c.fix.contains("remount,favordynmods /sys/fs/cgroup/unified"), "{c:?}");
-        let v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n";
-        assert!(cgroup_migrations(v2).fix.contains("favordynmods /sys/fs/cgroup "), "{v2}");
-        let fast = hybrid.replace("cgroup2 rw,relatime", "cgroup2 rw,relatime,favordynmods");
-        let c = cgroup_migrations(&fast);
+    fn cgroup_joins_need_linux_5_7() {
+        let c = cgroup_joins("6.18.44-fc-v1300");
         assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
-        assert!(
-            c.detail.starts_with("/sys/fs/cgroup/unified is mounted with favordynmods"),
-            "{c:?}"
-        );
-        // An option that merely contains the word does not count.
-        let c = cgroup_migrations(&hybrid.replace("rw,relatime 0", "rw,nofavordynmods 0"));
+        assert!(c.detail.starts_with("Linux 6.18 starts"), "{c:?}");
+        assert_eq!(cgroup_joins("5.7.0").verdict, Verdict::Pass);
+        // 5.10 is later than 5.7, though "5.10" < "5.7" as text.
+        assert_eq!(cgroup_joins("5.10.0-28-amd64").verdict, Verdict::Pass);
+        let c = cgroup_joins("5.4.0-150-generic");
         assert_eq!(c.verdict, Verdict::Warn, "{c:?}");
-        let t = table(&[c]);
-        assert!(t.starts_with("warn  cgroup migrations"), "{t}");
+        assert!(c.detail.starts_with("Linux 5.4 cannot"), "{c:?}");
+        assert!(c.fix.contains("5.7 or later"), "{c:?}");
+        assert_eq!(cgroup_joins("4.19.0").verdict, Verdict::Warn);
+        assert_eq!(cgroup_joins("").verdict, Verdict::Skip);
+        assert_eq!(cgroup_joins("linux").verdict, Verdict::Skip);
+        let t = table(&[cgroup_joins("5.4.0")]);
+        assert!(t.starts_with("warn  cgroup joins"), "{t}");
     }
 
     #[test]

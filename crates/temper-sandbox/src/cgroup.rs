@@ -5,10 +5,17 @@
 //! `/sys/fs/cgroup/temper`, with the memory, pids and cpu controllers enabled there. The hybrid
 //! layout of this project's machine: v1 hierarchies hold the memory, pids and cpu controllers,
 //! and the v2 hierarchy at `/sys/fs/cgroup/unified` (no controllers) provides `cgroup.kill`.
+//!
+//! The supervisor creates a slot's groups and sets their limits; the slot's helper joins them
+//! itself (see [`SlotCgroups`] for why). Its first process, which only waits for init, is in the
+//! v1 groups but not in the v2 group: a kill through `cgroup.kill` ends init and everything in
+//! the slot, and that first process then exits by itself.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+
+use crate::wire::SlotCgroups;
 
 const ROOT: &str = "/sys/fs/cgroup";
 const GROUP: &str = "temper";
@@ -229,12 +236,14 @@ impl SlotGroups {
         Ok(())
     }
 
-    /// Moves process `pid` (and the children it will have) into every group.
-    pub fn add(&self, pid: u32) -> io::Result<()> {
-        for dir in &self.dirs {
-            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
-        }
-        Ok(())
+    /// What the slot's helper needs to join these groups itself (see [`SlotCgroups`]).
+    pub fn for_helper(&self, clone_into: bool) -> SlotCgroups {
+        let path = |d: &PathBuf| d.to_string_lossy().into_owned();
+        let (v1, v2) = match self.layout {
+            Layout::V2 => (Vec::new(), path(&self.dirs[0])),
+            Layout::Hybrid => (self.dirs[..3].iter().map(path).collect(), path(&self.dirs[3])),
+        };
+        SlotCgroups { v1, v2, clone_into }
     }
 
     /// Resets the peak-memory counter (v1 always; v2 on kernels that accept a write to

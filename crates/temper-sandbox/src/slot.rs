@@ -114,16 +114,23 @@ impl Slot {
         )
         .map_err(|e| setup(e.into(), "socketpair"))?;
         rustix::io::ioctl_fionbio(&theirs, false).map_err(|e| setup(e.into(), "socket mode"))?;
+        let groups = SlotGroups::create(layout, instance, id)
+            .map_err(|e| setup(e, "create the slot's cgroups"))?;
         let spec = SlotSpec {
             ro_binds: cfg.ro_binds.clone(),
             symlinks: cfg.symlinks.clone(),
             work_mb: cfg.work_mb,
             tmp_mb: cfg.tmp_mb,
             inner_uid: cfg.inner_uid,
+            cgroups: groups.for_helper(cfg.clone_into_cgroup),
         };
-        let spec = serde_json::to_string(&spec).map_err(|e| SlotError::Setup(e.to_string()))?;
-        let groups = SlotGroups::create(layout, instance, id)
-            .map_err(|e| setup(e, "create the slot's cgroups"))?;
+        let spec = match serde_json::to_string(&spec) {
+            Ok(spec) => spec,
+            Err(e) => {
+                let _ = groups.remove();
+                return Err(SlotError::Setup(e.to_string()));
+            }
+        };
         let limits = GroupLimits {
             memory_bytes: cfg.effective(temper_protocol::Limits::default()).memory_bytes(),
             pids: cfg.pids,
@@ -201,9 +208,6 @@ impl Slot {
             "gid_map",
             format!("0 {} 1\n{} {} 1\n", cfg.host_root_uid, cfg.inner_uid, cfg.host_user_uid),
         )?;
-        self.groups()
-            .add(pid)
-            .map_err(|e| SlotError::Setup(format!("join the slot's cgroups: {e}")))?;
         self.send(&ToSlot::MapsDone, &[]).await?;
         // S announces init and init announces readiness; two processes, so either may come
         // first. Both must arrive before the slot takes requests.

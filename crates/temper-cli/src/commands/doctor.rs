@@ -49,7 +49,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
         mpi,
         nvidia_smi: "nvidia-smi".into(),
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
-        mounts: std::fs::read_to_string("/proc/mounts").unwrap_or_default(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|r| r.trim().to_owned())
+            .unwrap_or_default(),
         nccl_lib: std::env::var_os(temper_trainer::nccl::LIB_VAR)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),

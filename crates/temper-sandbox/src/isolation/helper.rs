@@ -1,9 +1,10 @@
 //! The slot helper: builds the isolation, then serves exec and file requests.
 //!
-//! Two processes. The first ("S") drops host groups, enters a new user namespace, waits for the
-//! supervisor to write its uid/gid maps and cgroups, becomes root of that namespace (an
-//! unprivileged uid on the host), enters new mount, network, IPC, UTS, cgroup and PID
-//! namespaces and forks the second ("init"), PID 1 of the new PID namespace; S then only waits.
+//! Two processes. The first ("S") joins the slot's v1 cgroups, drops host groups, enters a new
+//! user namespace, waits for the supervisor to write its uid/gid maps, enters new mount,
+//! network, IPC, UTS and PID namespaces and starts the second ("init"), PID 1 of the new PID
+//! namespace, inside the slot's v2 cgroup; both then become root of the user namespace (an
+//! unprivileged uid on the host), init enters a new cgroup namespace, and S only waits.
 //! Init builds a fresh root (a small tmpfs with the runtime bound read-only, new `/proc`, a few
 //! device nodes, size-capped tmpfs `/work` and `/tmp`), pivots into it, and serves requests.
 //! Each exec runs in a child of init that sets no-new-privileges, installs the seccomp filter,
@@ -84,12 +85,24 @@ fn helper(args: &[String]) -> Result<i32> {
     }
 }
 
-/// S: user namespace, maps, the other namespaces, fork of init.
+/// S: the slot's v1 cgroups, user namespace, maps, the other namespaces, init started in the
+/// slot's v2 cgroup.
 fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
     // Init (inherits this) should be the last the OOM killer picks in the slot. Lowering the
     // score needs CAP_SYS_RESOURCE, which some hosts withhold even from root; programs raise
     // theirs to 1000 anyway, so the killer takes them first either way.
     let _ = fs::write("/proc/self/oom_score_adj", b"-1000");
+    // A thread that moves itself (`0`) through `tasks` takes none of the kernel's global locks
+    // (see `SlotCgroups`); this process has one thread, so it moves whole.
+    for dir in &spec.cgroups.v1 {
+        fs::write(Path::new(dir).join("tasks"), b"0").map_err(os(&format!("join {dir}")))?;
+    }
+    let v2 = rustix::fs::open(
+        &spec.cgroups.v2,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(rx(&format!("open {}", spec.cgroups.v2)))?;
     rustix::thread::set_thread_groups(&[]).map_err(rx("setgroups"))?;
     // SAFETY: unshare affects only this single-threaded process.
     check("unshare(user)", unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
@@ -99,35 +112,28 @@ fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
         Some((ToSlot::MapsDone, _)) => {}
         other => return Err(format!("expected maps_done, got {other:?}")),
     }
-    let root_gid = rustix::process::Gid::ROOT;
-    let root_uid = rustix::process::Uid::ROOT;
-    rustix::thread::set_thread_res_gid(root_gid, root_gid, root_gid).map_err(rx("setresgid"))?;
-    rustix::thread::set_thread_res_uid(root_uid, root_uid, root_uid).map_err(rx("setresuid"))?;
-    // The uid change made this process non-dumpable, which hands its /proc files to the host's
-    // root, out of reach inside the namespace; init and programs need /proc/self (oom score).
-    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
-        .map_err(rx("dumpable"))?;
-    // The death signal is cleared by credential changes, so it is set after them.
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-        .map_err(rx("pdeathsig"))?;
-    if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
-        return Err("the supervisor is gone".into());
-    }
+    // The namespaces are made, and init started, while this process still has the host uid it
+    // came with: starting a process in a cgroup checks, as a write to the group's `cgroup.procs`
+    // would, that the caller may write that file, which the host's root owns. The capabilities
+    // these steps need are those of the new user namespace, which this process has whole. The
+    // cgroup namespace is init's to make, once it is in its groups (its root is then the slot's
+    // groups).
     let flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP
         | libc::CLONE_NEWPID;
     // SAFETY: as above.
     check("unshare(namespaces)", unsafe { libc::unshare(flags) })?;
-    // SAFETY: this process has one thread, so the child may run arbitrary code after fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", io::Error::last_os_error()));
-    }
+    let pid = fork_into(&v2, &spec.cgroups)?;
     if pid == 0 {
-        let code = match init(sock, spec) {
+        let start = || -> Result<()> {
+            become_namespace_root()?;
+            // SAFETY: as above, for init, the single thread of this process.
+            check("unshare(cgroup)", unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })?;
+            init(sock, spec)
+        };
+        let code = match start() {
             Ok(()) => 0,
             Err(message) => {
                 let _ = chan::send(sock.as_fd(), &FromSlot::SetupFailed { message }, &[]);
@@ -136,6 +142,19 @@ fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
         };
         std::process::exit(code);
     }
+    drop(v2);
+    // S keeps no host identity: it only waits for init from here on.
+    let outcome = become_namespace_root().and_then(|()| {
+        // The death signal is cleared by credential changes, so it is set after them.
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+            .map_err(rx("pdeathsig"))?;
+        if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+            return Err("the supervisor is gone".into());
+        }
+        Ok(())
+    });
+    // On an error init's death signal ends it with this process.
+    outcome?;
     chan::send(sock.as_fd(), &FromSlot::Init { pid }, &[]).map_err(os("send"))?;
     let mut status = 0;
     // SAFETY: waits for our own child.
@@ -145,6 +164,71 @@ fn first_stage(sock: &OwnedFd, spec: &SlotSpec) -> Result<i32> {
     } else {
         128 + libc::WTERMSIG(status)
     })
+}
+
+/// Becomes root of the user namespace (an unprivileged uid on the host), keeping the
+/// namespace's capabilities.
+fn become_namespace_root() -> Result<()> {
+    let root_gid = rustix::process::Gid::ROOT;
+    let root_uid = rustix::process::Uid::ROOT;
+    rustix::thread::set_thread_res_gid(root_gid, root_gid, root_gid).map_err(rx("setresgid"))?;
+    rustix::thread::set_thread_res_uid(root_uid, root_uid, root_uid).map_err(rx("setresuid"))?;
+    // The uid change made this process non-dumpable, which hands its /proc files to the host's
+    // root, out of reach inside the namespace; init and programs need /proc/self (oom score).
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
+        .map_err(rx("dumpable"))
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7); the `libc` crate's constant has the wrong width.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Forks init into the slot's v2 cgroup `v2` (a descriptor of its directory): `clone3` with
+/// `CLONE_INTO_CGROUP`, or, where that is turned off or the kernel refuses `clone3`, a write of
+/// this process into the group's `cgroup.procs` and a plain fork. Returns as `fork` does: 0 in
+/// the child, the child's pid in the parent.
+fn fork_into(v2: &OwnedFd, cgroups: &crate::wire::SlotCgroups) -> Result<libc::pid_t> {
+    use std::os::fd::AsRawFd;
+    if cgroups.clone_into {
+        let args = libc::clone_args {
+            flags: CLONE_INTO_CGROUP,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: 0,
+            stack_size: 0,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: v2.as_raw_fd() as u64,
+        };
+        // SAFETY: without CLONE_VM or a stack this is a fork: the child gets a copy of this
+        // process, which has one thread, and returns here with 0, free to run any code.
+        let pid = unsafe {
+            libc::syscall(libc::SYS_clone3, &args as *const libc::clone_args, size_of_val(&args))
+        };
+        if pid >= 0 {
+            return Ok(pid as libc::pid_t);
+        }
+        let e = io::Error::last_os_error();
+        // ENOSYS: no clone3 (before 5.3, or a container's seccomp profile); EINVAL or E2BIG: no
+        // CLONE_INTO_CGROUP (before 5.7); EPERM: a filter that refuses it. Anything else is
+        // an answer about the group itself.
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EPERM)
+        ) {
+            return Err(format!("start init in {}: {e}", cgroups.v2));
+        }
+    }
+    fs::write(Path::new(&cgroups.v2).join("cgroup.procs"), b"0")
+        .map_err(os(&format!("join {}", cgroups.v2)))?;
+    // SAFETY: this process has one thread, so the child may run arbitrary code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    Ok(pid)
 }
 
 /// Init: the new root, then the request loop.

@@ -339,3 +339,58 @@ async fn call_based_tests_pass_and_fail_correctly() {
     assert_eq!(judge(main_block, "f", vec![call("21", "42")], Limits::default()).await, ok(1));
     assert_clean(&sb).await;
 }
+
+/// The host's view of a running program: every one of its slot's cgroups (memory, pids and cpu
+/// limits, the v2 group that kills) holds it, whether init was started in the v2 group by
+/// `clone3` or the helper wrote itself into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_is_in_every_cgroup_of_its_slot() {
+    for clone_into_cgroup in [true, false] {
+        let cfg = temper_sandbox::SandboxConfig { clone_into_cgroup, ..crate::support::config() };
+        let sb = temper_sandbox::Sandbox::new(cfg).await.expect("the sandbox starts");
+        let prefix = sb.cgroup_prefix();
+        let running = {
+            let sb = sb.clone();
+            tokio::spawn(async move { run(&sb, Language::Bash, "sleep 1.5; echo done").await })
+        };
+        // The slot groups of this sandbox whose processes include `sleep`, per hierarchy.
+        let holding_sleep = || {
+            let mut found = Vec::new();
+            for root in ["temper", "memory/temper", "pids/temper", "cpu/temper", "unified/temper"] {
+                let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{root}")) else {
+                    continue;
+                };
+                for entry in entries.filter_map(|e| e.ok()) {
+                    if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+                        continue;
+                    }
+                    let procs = std::fs::read_to_string(entry.path().join("cgroup.procs"))
+                        .unwrap_or_default();
+                    let has_sleep = procs.lines().any(|pid| {
+                        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .is_ok_and(|c| c.trim() == "sleep")
+                    });
+                    if has_sleep {
+                        found.push(root);
+                    }
+                }
+            }
+            found
+        };
+        let hierarchies: Vec<&str> = if std::path::Path::new("/sys/fs/cgroup/unified").is_dir() {
+            vec!["memory/temper", "pids/temper", "cpu/temper", "unified/temper"]
+        } else {
+            vec!["temper"]
+        };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut found = holding_sleep();
+        while found != hierarchies && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            found = holding_sleep();
+        }
+        assert_eq!(found, hierarchies, "clone_into_cgroup = {clone_into_cgroup}");
+        let out = running.await.expect("the run task");
+        assert_eq!((out.status, out.stdout.as_str()), (RunStatus::Ok, "done\n"), "{out:?}");
+        assert_clean(&sb).await;
+    }
+}
