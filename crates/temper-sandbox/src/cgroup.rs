@@ -20,6 +20,10 @@ use crate::wire::SlotCgroups;
 const ROOT: &str = "/sys/fs/cgroup";
 const GROUP: &str = "temper";
 
+/// The hierarchies of the hybrid layout, in the order a slot's groups are kept: the v1
+/// controllers, then the v2 hierarchy last.
+const HYBRID: [&str; 4] = ["memory", "pids", "cpu", "unified"];
+
 /// Which layout the host has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {
@@ -44,11 +48,9 @@ pub fn detect() -> Result<Layout, String> {
         sweep(&parent, None);
         return Ok(Layout::V2);
     }
-    let hybrid = ["memory", "pids", "cpu", "unified"]
-        .iter()
-        .all(|d| Path::new(&format!("{ROOT}/{d}")).is_dir());
+    let hybrid = HYBRID.iter().all(|d| Path::new(&format!("{ROOT}/{d}")).is_dir());
     if hybrid {
-        for d in ["memory", "pids", "cpu", "unified"] {
+        for d in HYBRID {
             let parent = format!("{ROOT}/{d}/{GROUP}");
             mkdir(&parent).map_err(|e| format!("cannot create {parent}: {e}"))?;
         }
@@ -176,10 +178,9 @@ impl SlotGroups {
         let name = format!("{}{id}", Self::prefix(instance));
         let dirs: Vec<PathBuf> = match layout {
             Layout::V2 => vec![PathBuf::from(format!("{ROOT}/{GROUP}/{name}"))],
-            Layout::Hybrid => ["memory", "pids", "cpu", "unified"]
-                .iter()
-                .map(|d| PathBuf::from(format!("{ROOT}/{d}/{GROUP}/{name}")))
-                .collect(),
+            Layout::Hybrid => {
+                HYBRID.iter().map(|d| PathBuf::from(format!("{ROOT}/{d}/{GROUP}/{name}"))).collect()
+            }
         };
         for dir in &dirs {
             fs::create_dir(dir)?;
@@ -191,10 +192,7 @@ impl SlotGroups {
         match self.layout {
             Layout::V2 => self.dirs[0].join(name),
             Layout::Hybrid => {
-                let i = ["memory", "pids", "cpu", "unified"]
-                    .iter()
-                    .position(|c| *c == controller)
-                    .unwrap_or(3);
+                let i = HYBRID.iter().position(|c| *c == controller).unwrap_or(3);
                 self.dirs[i].join(name)
             }
         }
@@ -241,7 +239,11 @@ impl SlotGroups {
         let path = |d: &PathBuf| d.to_string_lossy().into_owned();
         let (v1, v2) = match self.layout {
             Layout::V2 => (Vec::new(), path(&self.dirs[0])),
-            Layout::Hybrid => (self.dirs[..3].iter().map(path).collect(), path(&self.dirs[3])),
+            // The v2 hierarchy is last in `HYBRID`.
+            Layout::Hybrid => {
+                let (v2, v1) = self.dirs.split_last().expect("one group per hierarchy");
+                (v1.iter().map(path).collect(), path(v2))
+            }
         };
         SlotCgroups { v1, v2, clone_into }
     }
